@@ -1,0 +1,52 @@
+# SPDX-License-Identifier: Apache-2.0
+# The two commands a newcomer needs:
+#   make run    install dependencies, build, run the agent on embedded defaults
+#   make test   install dependencies, build (plain and ASan/UBSan), run every test
+# CI runs `make test` (see .ci/run). -Werror is on when CI is set.
+
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc)
+WERROR     ?= $(if $(CI),ON,OFF)
+CMAKE_ARGS ?=
+# Labels the sanitizer pass skips: the lab runs the plain binary in a VM.
+ASAN_EXCLUDE ?= lab
+
+.PHONY: all deps build build-asan run test test-fast test-asan clean format
+
+all: build
+
+deps:
+	@scripts/deps.sh --lab
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DFA_WERROR=$(WERROR) $(CMAKE_ARGS)
+
+$(ASAN_BUILD)/build.ninja:
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFA_SANITIZE=ON -DFA_WERROR=$(WERROR) $(CMAKE_ARGS)
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+build-asan: deps $(ASAN_BUILD)/build.ninja
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+run: build
+	./$(BUILD)/agent/fabric-agent inspect
+
+# The whole suite: plain build (every label, the lab included), then the
+# same tests under AddressSanitizer + UBSan (all but the lab).
+test: build build-asan
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -LE '$(ASAN_EXCLUDE)'
+
+# Unit tests only, for a quick edit-compile-test loop.
+test-fast: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L unit
+
+format:
+	git ls-files '*.cpp' '*.hpp' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: Apache-2.0
+// fabric-agent: one binary, one subcommand per job. Each module exposes its
+// subcommands as `int cmd_xxx(const std::vector<std::string>& args)`; this
+// file only dispatches and turns escaped exceptions into one line on stderr.
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "probes/cli.hpp"
+
+namespace {
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*fn)(const std::vector<std::string>&);
+};
+
+int cmd_version(const std::vector<std::string>&) {
+  std::printf("fabric-agent %s\n", FA_VERSION);
+  return 0;
+}
+
+const Command kCommands[] = {
+    {"inspect", "one discovery pass: HCAs, GIDs, GPUs, fabric identity, NCCL env", fa::probes::cmd_inspect},
+    {"version", "print the version", cmd_version},
+};
+
+void usage(FILE* out) {
+  std::fprintf(out, "usage: fabric-agent <command> [options]\n\ncommands:\n");
+  for (const auto& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  std::string name = argv[1];
+  if (name == "-h" || name == "--help" || name == "help") {
+    usage(stdout);
+    return 0;
+  }
+  if (name == "--version") name = "version";
+  std::vector<std::string> args(argv + 2, argv + argc);
+  for (const auto& c : kCommands) {
+    if (name != c.name) continue;
+    try {
+      return c.fn(args);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "fabric-agent %s: %s\n", c.name, e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "fabric-agent: unknown command '%s'\n", name.c_str());
+  usage(stderr);
+  return 2;
+}

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: Apache-2.0
+// Command-line options for the subcommands: `--name value`, `--name=value`
+// and boolean `--flag`. Unknown options and missing values are errors that
+// name the option and list what is accepted.
+#pragma once
+
+#include <initializer_list>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.hpp"
+
+namespace fa {
+
+struct OptSpec {
+  std::string name;      // without the leading "--"
+  bool takes_value;      // false: a boolean flag
+};
+
+class Args {
+ public:
+  static Result<Args> parse(const std::vector<std::string>& argv, std::initializer_list<OptSpec> spec);
+
+  bool has(const std::string& name) const { return opts_.count(name) != 0; }
+  std::optional<std::string> get(const std::string& name) const;
+  std::string get_or(const std::string& name, const std::string& fallback) const;
+  const std::vector<std::string>& positional() const { return pos_; }
+
+ private:
+  std::map<std::string, std::string> opts_;
+  std::vector<std::string> pos_;
+};
+
+}  // namespace fa

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "common/fs.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "common/fd.hpp"
+
+namespace fa {
+
+Result<std::string> read_text_file(const std::string& path, size_t max_bytes) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return Error::from_errno("open " + path);
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Error::from_errno("read " + path);
+    }
+    if (n == 0) break;
+    if (out.size() + static_cast<size_t>(n) > max_bytes)
+      return Error{"read " + path + ": larger than " + std::to_string(max_bytes) + " bytes", EFBIG};
+    out.append(buf, static_cast<size_t>(n));
+  }
+  if (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+Result<std::vector<std::string>> list_dir(const std::string& path) {
+  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(path.c_str()), ::closedir);
+  if (!d) return Error::from_errno("opendir " + path);
+  std::vector<std::string> names;
+  errno = 0;
+  while (dirent* e = ::readdir(d.get())) {
+    std::string_view n(e->d_name);
+    if (n == "." || n == "..") continue;
+    names.emplace_back(n);
+  }
+  if (errno != 0) return Error::from_errno("readdir " + path);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Result<std::string> read_link(const std::string& path) {
+  std::string buf(256, '\0');
+  for (;;) {
+    ssize_t n = ::readlink(path.c_str(), buf.data(), buf.size());
+    if (n < 0) return Error::from_errno("readlink " + path);
+    if (static_cast<size_t>(n) < buf.size()) {
+      buf.resize(static_cast<size_t>(n));
+      return buf;
+    }
+    buf.resize(buf.size() * 2);
+  }
+}
+
+Status write_file_atomic(const std::string& path, std::string_view data, unsigned mode) {
+  auto slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  std::string tmp = path + ".tmp.XXXXXX";
+  Fd fd(::mkostemp(tmp.data(), O_CLOEXEC));
+  if (!fd.valid()) return Error::from_errno("create temp file for " + path);
+  auto fail = [&](const char* what) {
+    Error e = Error::from_errno(std::string(what) + " " + tmp);
+    ::unlink(tmp.c_str());
+    return e;
+  };
+  if (::fchmod(fd.get(), mode) != 0) return fail("fchmod");
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd.get(), data.data() + off, data.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return fail("write");
+    }
+    off += static_cast<size_t>(n);
+  }
+  if (::fsync(fd.get()) != 0) return fail("fsync");
+  fd.reset();
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    Error e = Error::from_errno("rename " + tmp + " to " + path);
+    ::unlink(tmp.c_str());
+    return e;
+  }
+  Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dfd.valid()) ::fsync(dfd.get());
+  return {};
+}
+
+}  // namespace fa

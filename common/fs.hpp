@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: Apache-2.0
+// File helpers shaped after rdma-core's libibverbs/sysfs.c: every read is
+// openat(O_CLOEXEC), strips one trailing newline and refuses to truncate.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.hpp"
+
+namespace fa {
+
+// Reads a small text file (sysfs attribute, /proc entry). Fails with the
+// path and errno, e.g. EINVAL for an empty GID slot. Files larger than
+// max_bytes are an error, never silently cut.
+Result<std::string> read_text_file(const std::string& path, size_t max_bytes = 64 * 1024);
+
+// Names in a directory, without "." and "..", sorted. Fails if the
+// directory cannot be opened.
+Result<std::vector<std::string>> list_dir(const std::string& path);
+
+// Target of a symlink (readlink), as written.
+Result<std::string> read_link(const std::string& path);
+
+// Writes a file atomically: temp file in the same directory, fsync, rename,
+// fsync the directory. mode applies to the new file.
+Status write_file_atomic(const std::string& path, std::string_view data, unsigned mode = 0644);
+
+}  // namespace fa

@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: Apache-2.0
+// One spdlog logger per subsystem ("probes", "overlay", "api", ...), all
+// writing to stderr, where journald picks them up under systemd.
+#pragma once
+
+#include <spdlog/spdlog.h>
+
+#include <memory>
+#include <string>
+
+namespace fa {
+
+std::shared_ptr<spdlog::logger> logger(const std::string& subsystem);
+
+// Applies to every logger, existing and future. Accepts spdlog level names
+// (trace, debug, info, warn, error, critical, off).
+bool set_log_level(const std::string& level);
+
+}  // namespace fa

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Installs everything fabric-agent needs to build, run and test, from Debian 12
+# packages. Idempotent: a second run installs nothing and takes about a second.
+#   scripts/deps.sh            build + unit/netns test dependencies
+#   scripts/deps.sh --lab      also what tests/lab needs (qemu, kernel, perftest)
+set -euo pipefail
+
+build_pkgs=(
+  build-essential cmake ninja-build pkg-config git
+  libboost-dev libboost-system-dev
+  libibverbs-dev librdmacm-dev libibumad-dev
+  libnl-3-dev libnl-route-3-dev libnl-genl-3-dev
+  libyaml-cpp-dev libspdlog-dev nlohmann-json3-dev libssl-dev libsystemd-dev
+  catch2
+)
+test_pkgs=(
+  iproute2 iputils-ping procps curl wireguard-tools wireguard-go
+  ibverbs-utils rdma-core
+)
+lab_pkgs=(
+  qemu-system-x86 busybox-static perftest rdmacm-utils cpio kmod zstd xz-utils
+)
+
+want=("${build_pkgs[@]}" "${test_pkgs[@]}")
+for a in "$@"; do
+  case "$a" in
+    --lab) want+=("${lab_pkgs[@]}") ;;
+    *) echo "deps.sh: unknown option '$a' (accepted: --lab)" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "deps.sh: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <catch2/catch.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "common/fs.hpp"
+
+namespace {
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/fa-fs-test.XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+};
+}  // namespace
+
+TEST_CASE("read_text_file strips exactly one newline and reports errno", "[fs]") {
+  TempDir d;
+  std::ofstream(d.path + "/a") << "4: ACTIVE\n";
+  std::ofstream(d.path + "/b") << "x\n\n";
+  auto a = fa::read_text_file(d.path + "/a");
+  REQUIRE(a.ok());
+  CHECK(*a == "4: ACTIVE");
+  CHECK(*fa::read_text_file(d.path + "/b") == "x\n");
+  auto missing = fa::read_text_file(d.path + "/nope");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().sys_errno == ENOENT);
+  CHECK(missing.error().message.find(d.path + "/nope") != std::string::npos);
+}
+
+TEST_CASE("read_text_file refuses to truncate", "[fs]") {
+  TempDir d;
+  std::ofstream(d.path + "/big") << std::string(100, 'x');
+  auto r = fa::read_text_file(d.path + "/big", 10);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().sys_errno == EFBIG);
+}
+
+TEST_CASE("write_file_atomic replaces content with the requested mode", "[fs]") {
+  TempDir d;
+  std::string p = d.path + "/state.json";
+  REQUIRE(fa::write_file_atomic(p, "one", 0600).ok());
+  REQUIRE(fa::write_file_atomic(p, "two", 0600).ok());
+  CHECK(*fa::read_text_file(p) == "two");
+  struct stat st {};
+  REQUIRE(::stat(p.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  auto names = fa::list_dir(d.path);
+  REQUIRE(names.ok());
+  CHECK(names->size() == 1);  // no temp file left behind
+}
