@@ -93,7 +93,11 @@ Result<Device> uapi_parse_get(std::string_view reply) {
     } else if (k == "preshared_key" || k == "protocol_version") {
       // Not part of our model: presence is enough.
     } else if (k == "endpoint") {
-      auto e = Endpoint::parse(v);
+      // A link-local endpoint carries a scope ("[fe80::1%eth0]:51820"); our
+      // model has no scope, so it is dropped for display and diffing.
+      std::string ep(v);
+      if (auto pct = ep.find('%'); pct != std::string::npos && ep[0] == '[') ep.erase(pct, ep.find(']') - pct);
+      auto e = Endpoint::parse(ep);
       if (!e) return Error{"UAPI: endpoint: " + e.error().message};
       peer->endpoint = *e;
     } else if (k == "persistent_keepalive_interval") {
