@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "overlay/cli.hpp"
+#include "pods/cli.hpp"
 #include "probes/cli.hpp"
 
 namespace {
@@ -24,8 +25,10 @@ int cmd_version(const std::vector<std::string>&) {
 }
 
 const Command kCommands[] = {
+    {"cdi", "CDI spec for fabric-agent.io/rdma=all: cdi generate [--output DIR]", fa::pods::cmd_cdi},
     {"inspect", "one discovery pass: HCAs, GIDs, GPUs, fabric identity, NCCL env", fa::probes::cmd_inspect},
     {"mesh", "WireGuard overlay: mesh apply --file F | show [--json] | down", fa::overlay::cmd_mesh},
+    {"oci-hook", "run by the container runtime: oci-hook create-runtime|poststop", fa::pods::cmd_oci_hook},
     {"version", "print the version", cmd_version},
 };
 
