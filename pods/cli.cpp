@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "pods/cli.hpp"
 
+#include <syslog.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -118,7 +119,15 @@ int cmd_oci_hook(const std::vector<std::string>& argv) {
   ho.socket = a->get_or("socket", kDefaultSocket);
   ho.dev_root = a->get_or("dev-root", kDefaultDevRoot);
   HookOutcome out = run_oci_hook(a->positional()[0], state, ho);
-  if (!out.message.empty()) std::fprintf(stderr, "%s\n", out.message.c_str());
+  if (!out.message.empty()) {
+    std::fprintf(stderr, "%s\n", out.message.c_str());
+    // Runtimes differ in what they do with a hook's stderr (runc puts it in
+    // its error, crun drops it unless annotated run.oci.hooks.stderr), so the
+    // line goes to the system log too, where the operator finds it.
+    ::openlog("fabric-agent-oci-hook", LOG_PID, LOG_DAEMON);
+    ::syslog(out.exit_code ? LOG_WARNING : LOG_NOTICE, "%s", out.message.c_str());
+    ::closelog();
+  }
   return out.exit_code;
 }
 
