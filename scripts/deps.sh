@@ -19,6 +19,7 @@ test_pkgs=(
   iproute2 iputils-ping procps curl wireguard-tools wireguard-go
   ibverbs-utils rdma-core
   prometheus systemd
+  crun busybox-static  # tests/pods: crun runs busybox containers through the OCI hook
 )
 # bench/status compares against node_exporter with wrk.
 bench_pkgs=(
