@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "probes/cli.hpp"
+#include "probes/rdma/cli.hpp"
 
 namespace {
 
@@ -24,6 +25,7 @@ int cmd_version(const std::vector<std::string>&) {
 
 const Command kCommands[] = {
     {"inspect", "one discovery pass: HCAs, GIDs, GPUs, fabric identity, NCCL env", fa::probes::cmd_inspect},
+    {"probe", "RDMA link probe between two agents: probe rdma serve|run", fa::rdma::cmd_probe},
     {"version", "print the version", cmd_version},
 };
 
