@@ -9,15 +9,20 @@
 #include <stdexcept>
 
 #include "common/cli.hpp"
+#include "common/config.hpp"
+#include "probes/cli.hpp"
+#include "probes/rdma/defaults.hpp"
 #include "probes/rdma/probe.hpp"
 
 namespace fa::rdma {
 namespace {
 
 const char kUsage[] =
-    "usage: fabric-agent probe rdma serve [--port P] [--bind ADDR] --hca DEV:PORT --gid-index N\n"
-    "       fabric-agent probe rdma run --peer HOST[:P] --hca DEV:PORT --gid-index N [--duration S]\n"
-    "            [--size BYTES] [--window N] [--latency-iters N] [--min-fraction F] [--timeout S] [--json]\n";
+    "usage: fabric-agent probe rdma serve [--port P] [--bind ADDR] [--hca DEV:PORT] [--gid-index N]\n"
+    "       fabric-agent probe rdma run --peer HOST[:P] [--hca DEV:PORT] [--gid-index N] [--duration S]\n"
+    "            [--size BYTES] [--window N] [--latency-iters N] [--min-fraction F] [--timeout S] [--json]\n"
+    "  --hca/--gid-index default to discovery's fabric port and NCCL_IB_GID_INDEX\n"
+    "  ([--config FILE] [--sysfs-root DIR] as for `inspect`).\n";
 
 template <class T>
 T need(Result<T> r) {
@@ -47,27 +52,37 @@ double double_opt(const Args& a, const char* name, double lo, double hi, double 
   return out;
 }
 
-// Until discovery lands (issue 2) there is no fabric port to default to.
-HcaPort hca_opt(const Args& a) {
-  auto v = a.get("hca");
-  if (!v) throw std::runtime_error("--hca DEV:PORT is required (e.g. --hca mlx5_0:1)");
-  return need(parse_hca(*v));
-}
-
-int gid_opt(const Args& a) {
-  auto v = a.get("gid-index");
-  if (!v) throw std::runtime_error("--gid-index N is required (the NCCL_IB_GID_INDEX of the fabric port)");
-  return need(parse_gid_index(*v));
+// --hca/--gid-index as given; what is missing comes from one discovery pass
+// (same config and sysfs root as `inspect`), so the probe runs on the port
+// and GID NCCL will use.
+Target target_opt(const Args& a) {
+  std::optional<HcaPort> hca;
+  std::optional<int> gid;
+  if (auto v = a.get("hca")) hca = need(parse_hca(*v));
+  if (auto v = a.get("gid-index")) gid = need(parse_gid_index(*v));
+  if (hca && gid) return Target{*hca, *gid};
+  auto cfg = load_config(a.get_or("config", ""));
+  if (!cfg) throw std::runtime_error(cfg.error().message);
+  probes::InspectOptions io = probes::options_from_config(*cfg);
+  if (auto root = a.get("sysfs-root")) io.sysfs_root = *root;
+  io.query_sm = false;  // the SM is not needed to pick a port and a GID
+  return need(target_from(probes::discover(io), hca, gid));
 }
 
 int serve(const std::vector<std::string>& argv) {
-  Args a = need(Args::parse(argv, {{"port", true}, {"bind", true}, {"hca", true}, {"gid-index", true}}));
+  Args a = need(Args::parse(argv, {{"port", true},
+                                   {"bind", true},
+                                   {"hca", true},
+                                   {"gid-index", true},
+                                   {"config", true},
+                                   {"sysfs-root", true}}));
   if (!a.positional().empty()) throw std::runtime_error("unexpected argument '" + a.positional()[0] + "'");
   ServeOptions o;
   o.port = static_cast<uint16_t>(uint_opt(a, "port", 0, 65535, kDefaultPort));
   o.bind = a.get_or("bind", o.bind);
-  o.hca = hca_opt(a);
-  o.gid_index = gid_opt(a);
+  Target t = target_opt(a);
+  o.hca = t.hca;
+  o.gid_index = t.gid_index;
   // Block the stop signals before the server thread exists so that only
   // sigwait below sees them.
   sigset_t set;
@@ -99,14 +114,17 @@ int run(const std::vector<std::string>& argv) {
                                    {"latency-iters", true},
                                    {"min-fraction", true},
                                    {"timeout", true},
+                                   {"config", true},
+                                   {"sysfs-root", true},
                                    {"json", false}}));
   if (!a.positional().empty()) throw std::runtime_error("unexpected argument '" + a.positional()[0] + "'");
   ProbeOptions o;
   auto peer = a.get("peer");
   if (!peer) throw std::runtime_error("--peer HOST[:PORT] is required");
   o.peer = need(parse_peer(*peer));
-  o.hca = hca_opt(a);
-  o.gid_index = gid_opt(a);
+  Target t = target_opt(a);
+  o.hca = t.hca;
+  o.gid_index = t.gid_index;
   if (auto d = a.get("duration")) o.duration_s = need(parse_duration(*d));
   if (auto s = a.get("size")) o.size = need(parse_size(*s));
   o.window = static_cast<uint32_t>(uint_opt(a, "window", 1, 4096, o.window));
