@@ -315,3 +315,28 @@ TEST_CASE("bad config: inspect refuses with the file position") {
   CHECK(r.rc == 2);
   CHECK(r.out.find("agent.yaml:2:") != std::string::npos);
 }
+
+TEST_CASE("fixture f: the real rxe0 dump on vethA 192.168.77.1/24 is a RoCE fabric at GID 1") {
+  Netns ns;
+  ns.dummy("vethA", "192.168.77.1/24");
+  ns.dummy("eth0", "10.0.2.15/24");
+  ns.run("ip route add default via 10.0.2.2 dev eth0");
+  TempConfig cfg("provider_id: lab\n");
+  json j = ns.inspect(fx("f-rxe"), cfg.arg());
+  CHECK(j["warnings"].empty());
+  CHECK(j["fabric"]["kind"] == "roce");
+  CHECK(j["fabric"]["ports"] == json({"rxe0:1"}));
+  CHECK(j["fabric"]["id"] == "roce:lab:192.168.77.0/24");
+  CHECK(j["fabric"]["address"] == "192.168.77.1");
+  CHECK(j["fabric"]["netdev"] == "vethA");
+  CHECK(j["nccl_env"]["NCCL_IB_HCA"] == "=rxe0:1");
+  CHECK(j["nccl_env"]["NCCL_IB_GID_INDEX"] == "1");
+  const json& h = j["hcas"][0];
+  CHECK(h["name"] == "rxe0");
+  CHECK(h["node_guid"] == "1c95:bcff:fea6:281c");
+  CHECK(h["fw_ver"].is_null());  // rxe writes an empty fw_ver
+  CHECK(h["pci"].is_null());
+  CHECK(h["ports"][0]["rate_gbps"] == 10);
+  CHECK(h["ports"][0]["gids"].size() == 2);  // 1022 empty slots skipped
+  CHECK(j["counters"]["rxe0:1"]["hw_counters"]["lifespan"] == 12);
+}
