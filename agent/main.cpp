@@ -10,6 +10,7 @@
 #include "overlay/cli.hpp"
 #include "pods/cli.hpp"
 #include "probes/cli.hpp"
+#include "probes/rdma/cli.hpp"
 
 namespace {
 
@@ -29,6 +30,7 @@ const Command kCommands[] = {
     {"inspect", "one discovery pass: HCAs, GIDs, GPUs, fabric identity, NCCL env", fa::probes::cmd_inspect},
     {"mesh", "WireGuard overlay: mesh apply --file F | show [--json] | down", fa::overlay::cmd_mesh},
     {"oci-hook", "run by the container runtime: oci-hook create-runtime|poststop", fa::pods::cmd_oci_hook},
+    {"probe", "RDMA link probe between two agents: probe rdma serve|run", fa::rdma::cmd_probe},
     {"version", "print the version", cmd_version},
 };
 
