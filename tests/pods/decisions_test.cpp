@@ -71,7 +71,7 @@ TEST_CASE("OCI state: fields, and errors that name the field") {
   CHECK(parse_oci_state(R"({"id":"c","bundle":"/b","pid":"12"})").error().message.find("pid `\"12\"'") != std::string::npos);
 }
 
-TEST_CASE("OCI config: env and devices; bad shapes are errors") {
+TEST_CASE("OCI config: env and devices, bad shapes are errors") {
   auto c = parse_oci_config(R"({"process":{"env":["A=1","NVIDIA_VISIBLE_DEVICES=all"]},
       "linux":{"devices":[{"path":"/dev/nvidia0","type":"c","major":195,"minor":0},{"path":"/dev/fuse"}]}})");
   REQUIRE(c.ok());
@@ -128,7 +128,7 @@ TEST_CASE("whole machine: AMD needs /dev/kfd and every render node") {
   CHECK(check_whole_machine(h, cfg({1, 2}))->find("missing /dev/kfd") != std::string::npos);
 }
 
-TEST_CASE("active port: a fabric port must be ACTIVE; the internet-facing card does not count") {
+TEST_CASE("active port: a fabric port must be ACTIVE, the internet-facing card does not count") {
   CHECK_FALSE(check_active_port(ib_inspect()).has_value());
   CHECK_FALSE(check_active_port(ib_inspect("DOWN", "ACTIVE")).has_value());
   json down = ib_inspect("DOWN", "DOWN");
@@ -214,7 +214,7 @@ TEST_CASE("CDI spec: fabric uverbs only, NCCL env, absolute hooks, lowest cdiVer
   CHECK_FALSE(build_cdi_spec(json::object(), uverbs, o).ok());
 }
 
-TEST_CASE("uverbs map from a sysfs tree; CDI file written atomically") {
+TEST_CASE("uverbs map from a sysfs tree, CDI file written atomically") {
   std::string root = tmpdir();
   namespace fs = std::filesystem;
   fs::create_directories(root + "/class/infiniband_verbs/uverbs0");
@@ -234,7 +234,7 @@ TEST_CASE("uverbs map from a sysfs tree; CDI file written atomically") {
   fs::remove_all(root);
 }
 
-TEST_CASE("process start time: own pid; comm with spaces and parentheses") {
+TEST_CASE("process start time: own pid, comm with spaces and parentheses") {
   auto me = process_start_time(::getpid());
   REQUIRE(me.ok());
   CHECK(*me > 0);

@@ -23,6 +23,7 @@
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <filesystem>
 #include <thread>
 
@@ -259,7 +260,7 @@ std::string probe_script(const std::string& ifname, bool hold) {
 
 }  // namespace
 
-TEST_CASE("crun: whole-machine pod gets the fabric and wg0; half-GPU and second pods refused; wg0 comes back",
+TEST_CASE("crun: whole-machine pod gets the fabric and wg0, half-GPU and second pods are refused, wg0 comes back",
           "[netns]") {
   Lab lab;
   REQUIRE(lab.on_host());
@@ -328,7 +329,7 @@ TEST_CASE("crun: whole-machine pod gets the fabric and wg0; half-GPU and second 
   CHECK(lab.on_host());
 }
 
-TEST_CASE("crun: daemon restarted while a pod holds wg0; the exit destroys it; poststop recreates it", "[netns]") {
+TEST_CASE("crun: daemon restarted while a pod holds wg0, the exit destroys it and poststop recreates it", "[netns]") {
   Lab lab;
   std::string id = "c5-" + lab.tag;
   lab.bundle(id, {0, 1, 2, 3}, probe_script(lab.ifa, true));
@@ -380,4 +381,68 @@ TEST_CASE("host GPU scan under a device root", "[netns]") {
   REQUIRE(g->amd.size() == 2);
   CHECK(g->amd[1].path == "/dev/dri/renderD128");
   fs::remove_all(d);
+}
+
+// The same spec consumed by Podman (Debian 12: 4.3.1) through its own CDI
+// library: `--device fabric-agent.io/rdma=all`, rootfs via --rootfs. Podman
+// is not in scripts/deps.sh (large); without it this case says so and passes.
+// Podman reads specs only from /etc/cdi and /var/run/cdi (4.3 has no
+// cdi_spec_dirs setting), so the spec goes to /var/run/cdi for the test and
+// whatever was there is put back.
+TEST_CASE("podman: --device fabric-agent.io/rdma=all with the same spec", "[netns]") {
+  if (run("command -v podman").rc != 0) {
+    WARN("podman is not installed: skipped (apt-get install podman to run it)");
+    return;
+  }
+  Lab lab;
+  const std::string sys_spec = std::string(kDefaultCdiDir) + "/" + cdi_spec_filename();
+  std::optional<std::string> saved;
+  if (auto t = fa::read_text_file(sys_spec)) saved = *t;
+  struct Restore {
+    std::string path;
+    std::optional<std::string> text;
+    ~Restore() {
+      if (text)
+        (void)fa::write_file_atomic(path, *text, 0644);
+      else
+        fs::remove(path);
+    }
+  } restore{sys_spec, saved};
+  REQUIRE(write_cdi_spec(kDefaultCdiDir, lab.cdi).ok());
+
+  auto podman = [&](const std::string& id, int gpus, const std::string& script) {
+    fs::create_directories(lab.w + "/out-" + id);
+    fa_test::write_file(lab.w + "/out-" + id + "/script.sh", script);  // no shell quoting through two shells
+    std::string devs;
+    for (int i = 0; i < gpus; ++i)
+      devs += " --device " + lab.dev + "/nvidia" + std::to_string(i) + ":/dev/nvidia" + std::to_string(i);
+    // This sandbox has no CAP_SYS_RESOURCE: podman's default rlimits (nofile
+    // 1048576, nproc at max) cannot be set by crun, lower ones can.
+    std::string cmd = "unshare -m sh -c 'umount /sys/fs/cgroup/unified 2>/dev/null; exec podman --runtime crun "
+                      "--cgroup-manager cgroupfs run --rm --name " + id + " --network none "
+                      "--ulimit nofile=1024:1024 --ulimit nproc=1024:1024 --cap-add NET_RAW "
+                      "--annotation run.oci.hooks.stderr=" + lab.w + "/" + id + ".hook.log "
+                      "--device fabric-agent.io/rdma=all" + devs + " -v " + lab.w + "/out-" + id + ":/out "
+                      "--rootfs " + lab.w + "/rootfs sh /out/script.sh' >" + lab.w + "/" + id + ".log 2>&1 </dev/null";
+    return run(cmd).rc;
+  };
+
+  std::string id = "pm1-" + lab.tag;
+  int rc = podman(id, 4, probe_script(lab.ifa, false));
+  INFO("podman:\n" << lab.log(id) << "\nhook:\n" << lab.hook_log(id));
+  CHECK(rc == 0);
+  CHECK(lab.out(id, "ib") == "rdma_cm\nuverbs0\n");
+  CHECK(lab.out(id, "env") == "NCCL_IB_HCA==mlx5_0:1\nNCCL_SOCKET_IFNAME=" + lab.ifa + "\n");
+  CHECK(lab.out(id, "addr").find("inet 10.42.0.1/24") != std::string::npos);
+  CHECK(lab.out(id, "ping.rc") == "0\n");
+  CHECK(lab.registered() == 0);
+  CHECK(lab.on_host());
+
+  std::string half = "pm2-" + lab.tag;
+  CHECK(podman(half, 2, "touch /out/started") != 0);
+  INFO("podman:\n" << lab.log(half));
+  CHECK(lab.hook_log(half).find("fabric-agent: refused: container holds 2 of 4 NVIDIA GPUs") != std::string::npos);
+  CHECK_FALSE(fs::exists(lab.w + "/out-" + half + "/started"));
+  CHECK(lab.registered() == 0);
+  CHECK(lab.on_host());
 }

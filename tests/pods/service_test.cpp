@@ -86,7 +86,7 @@ json reg(const std::string& id, pid_t pid) { return {{"op", "register"}, {"id", 
 
 }  // namespace
 
-TEST_CASE("service: register moves wg0 and persists; a second pod is refused and leaves nothing") {
+TEST_CASE("service: register moves wg0 and persists, a second pod is refused and leaves nothing") {
   Fixture f;
   Child a, b;
   json r = f.svc->handle(reg("a", a.pid));
@@ -175,7 +175,7 @@ TEST_CASE("service: refusals and failures leave no registration") {
   CHECK(f.changes == 0);
 }
 
-TEST_CASE("transport: request/reply over the unix socket; errors are messages") {
+TEST_CASE("transport: request/reply over the unix socket, errors are messages") {
   char t[] = "/tmp/fa-pods-sock-XXXXXX";
   REQUIRE(::mkdtemp(t) != nullptr);
   std::string path = std::string(t) + "/pods.sock";
