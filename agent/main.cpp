@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "overlay/cli.hpp"
 #include "probes/cli.hpp"
 
 namespace {
@@ -24,6 +25,7 @@ int cmd_version(const std::vector<std::string>&) {
 
 const Command kCommands[] = {
     {"inspect", "one discovery pass: HCAs, GIDs, GPUs, fabric identity, NCCL env", fa::probes::cmd_inspect},
+    {"mesh", "WireGuard overlay: mesh apply --file F | show [--json] | down", fa::overlay::cmd_mesh},
     {"version", "print the version", cmd_version},
 };
 

@@ -4,6 +4,7 @@
 # packages. Idempotent: a second run installs nothing and takes about a second.
 #   scripts/deps.sh            build + unit/netns test dependencies
 #   scripts/deps.sh --lab      also what tests/lab needs (qemu, kernel, perftest)
+#   scripts/deps.sh --bench    also what bench/ needs (wrk, node_exporter)
 set -euo pipefail
 
 build_pkgs=(
@@ -17,6 +18,11 @@ build_pkgs=(
 test_pkgs=(
   iproute2 iputils-ping procps curl wireguard-tools wireguard-go
   ibverbs-utils rdma-core
+  prometheus systemd
+)
+# bench/status compares against node_exporter with wrk.
+bench_pkgs=(
+  wrk prometheus-node-exporter
 )
 lab_pkgs=(
   qemu-system-x86 busybox-static perftest rdmacm-utils cpio kmod zstd xz-utils
@@ -27,7 +33,8 @@ want=("${build_pkgs[@]}" "${test_pkgs[@]}")
 for a in "$@"; do
   case "$a" in
     --lab) want+=("${lab_pkgs[@]}") ;;
-    *) echo "deps.sh: unknown option '$a' (accepted: --lab)" >&2; exit 2 ;;
+    --bench) want+=("${bench_pkgs[@]}") ;;
+    *) echo "deps.sh: unknown option '$a' (accepted: --lab, --bench)" >&2; exit 2 ;;
   esac
 done
 

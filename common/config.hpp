@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: Apache-2.0
+// The agent's configuration: one YAML file (default /etc/fabric-agent/agent.yaml)
+// over embedded defaults, so `fabric-agent run` with no file serves on loopback.
+//
+// Parsing follows systemd-networkd: parse -> verify the whole document -> use.
+// Every error names file:line:column, the key path, the value as written and
+// the accepted form, e.g.
+//   agent.yaml:7:8: overlay.mtu: 70000 is out of range; accepted: an integer 1280..9000
+// An unknown key is an error too (a typo must not silently fall back to a default).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.hpp"
+
+namespace fa {
+
+inline constexpr const char* kDefaultConfigPath = "/etc/fabric-agent/agent.yaml";
+
+struct TlsConfig {
+  std::string cert;       // PEM server certificate (chain); empty: plain HTTP
+  std::string key;        // PEM private key for cert
+  std::string client_ca;  // PEM CA bundle; set: clients must present a cert it signed
+  bool enabled() const { return !cert.empty(); }
+  bool mutual() const { return !client_ca.empty(); }
+  bool operator==(const TlsConfig&) const = default;
+};
+
+struct OverlayConfig {
+  std::string cidr = "10.42.0.0/24";  // node i gets host i+1 of this network
+  std::string interface = "wg0";
+  uint16_t listen_port = 51820;
+  int mtu = 1420;
+  std::string backend = "auto";  // auto | kernel | userspace
+  // Address peers reach this node's WireGuard port at when the fabric has no
+  // IP of its own (InfiniBand): the host's public address. Empty: RoCE nodes
+  // use their fabric address.
+  std::string public_address;
+  bool operator==(const OverlayConfig&) const = default;
+};
+
+struct FabricConfig {
+  std::string netdev;              // RoCE: the fabric netdev; empty: discovered
+  std::vector<std::string> hcas;   // restrict to these HCAs ("mlx5_0" or "mlx5_0:1"); empty: all
+  bool operator==(const FabricConfig&) const = default;
+};
+
+// Bounds on the HTTP API, against slow or greedy clients.
+struct ApiConfig {
+  int max_connections = 512;
+  std::chrono::seconds read_timeout{10};   // whole request (headers + body) must arrive within this
+  std::chrono::seconds idle_timeout{60};   // keep-alive connection with no request
+  std::chrono::seconds max_wait{300};      // cap on GET /v1/status?wait=N
+  bool operator==(const ApiConfig&) const = default;
+};
+
+struct Config {
+  std::string listen = "127.0.0.1:7471";  // HOST:PORT or [V6]:PORT
+  // Plain HTTP sends the bearer token in clear: it is refused on any address
+  // but loopback unless this is set on purpose.
+  bool allow_plain_http_on_non_loopback = false;
+  TlsConfig tls;
+  std::string token_file;  // empty: <state_dir>/token, created on first run
+  std::string provider_id;
+  OverlayConfig overlay;
+  FabricConfig fabric;
+  ApiConfig api;
+  std::string state_dir = "/var/lib/fabric-agent";
+  std::string sysfs_root = "/sys";
+  std::string log_level = "info";
+  std::chrono::seconds refresh_interval{30};
+
+  // Where this config came from: a file path or "<embedded defaults>".
+  std::string source = "<embedded defaults>";
+
+  std::string effective_token_file() const { return token_file.empty() ? state_dir + "/token" : token_file; }
+  bool operator==(const Config&) const = default;
+};
+
+// The embedded defaults written out as a config file (documented, every key).
+// parse_config(kEmbeddedDefaultsYaml) yields Config{} (a unit test holds them equal).
+extern const std::string_view kEmbeddedDefaultsYaml;
+
+// Parses YAML text; `source_name` is used in error messages (file name).
+// An empty document gives the defaults.
+Result<Config> parse_config(std::string_view yaml, const std::string& source_name);
+
+// Reads and parses a file.
+Result<Config> load_config_file(const std::string& path);
+
+// What `--config` resolves to: the given path (must exist), else the default
+// path if it exists, else the embedded defaults.
+Result<Config> load_config(const std::string& path_or_empty);
+
+// Splits a listen address "HOST:PORT" / "[V6]:PORT". Used by the config
+// validator and the server.
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+};
+Result<HostPort> parse_host_port(std::string_view s);
+
+// True for 127.0.0.0/8, ::1 and "localhost".
+bool is_loopback_host(const std::string& host);
+
+}  // namespace fa

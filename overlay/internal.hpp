@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: Apache-2.0
+// Inside overlay/: codecs and the backend seam. Nothing here is part of the
+// public contract; tests include it to feed the pure parts with data.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/fd.hpp"
+#include "overlay/overlay.hpp"
+
+namespace fa::overlay {
+
+// X25519(scalar, u) as in RFC 7748 section 5, through OpenSSL.
+Result<Key> x25519(const Key& scalar, const Key& u);
+
+// ------------------------------------------------- UAPI text protocol ---
+// https://www.wireguard.com/xplatform/ - "set=1" / "get=1" requests, key=value
+// lines, blank line ends a message, replies end with "errno=N".
+
+// The full "set=1\n...\n\n" request for a change set.
+std::string uapi_set_request(const Device& change);
+// A "get=1" reply (up to and including errno=0) -> observed device. Fails on
+// errno != 0, unknown or malformed lines, keys/values out of range.
+Result<Device> uapi_parse_get(std::string_view reply);
+// Reply of a set: "errno=N\n\n" -> ok or the errno.
+Status uapi_parse_set_reply(std::string_view reply);
+
+// ------------------------------------------------ genl wireguard family ---
+
+// One WG_CMD_SET_DEVICE request per element, each at most max_bytes long
+// (netlink messages must fit the receiver's buffer; wireguard-tools uses a
+// page). When a message fills, the half-built peer or allowed-IP nest is
+// cancelled and the next message resumes from that same peer; a resumed peer
+// never repeats REPLACE_ALLOWEDIPS, which would drop what came before.
+// Messages carry no nlmsg seq/pid: those are set when sent.
+std::vector<std::vector<uint8_t>> genl_build_set(const Device& change, uint16_t family_id, size_t max_bytes);
+// Decodes SET_DEVICE requests or GET_DEVICE dump replies (raw netlink
+// messages, each starting with nlmsghdr) into one device. A peer continued
+// across messages (same public key as the previous message's last peer) is
+// merged. Every attribute is type- and length-checked.
+Result<Device> genl_parse_device(const std::vector<std::vector<uint8_t>>& msgs);
+
+// ------------------------------------------------------ backend seam ---
+// As wireguard-tools' ipc.h: get and set, one implementation per transport;
+// callers never learn which one answered.
+class WgBackend {
+ public:
+  virtual ~WgBackend() = default;
+  virtual Backend kind() const = 0;
+  virtual Result<Device> get_device(const std::string& ifname) = 0;
+  virtual Status set_device(const Device& change) = 0;
+};
+
+std::unique_ptr<WgBackend> make_kernel_backend();
+std::unique_ptr<WgBackend> make_userspace_backend(std::string uapi_dir);
+
+// Userspace process management (userspace.cpp).
+std::string uapi_socket_path(const std::string& uapi_dir, const std::string& ifname);
+bool uapi_socket_alive(const std::string& uapi_dir, const std::string& ifname);
+// Starts `wireguard-go -f IFNAME` in its own session (it must outlive the
+// agent), writes state_dir/IFNAME.pid and waits until the UAPI socket answers.
+Result<pid_t> start_wireguard_go(const std::string& binary, const std::string& ifname, const std::string& uapi_dir,
+                                 const std::string& state_dir);
+// pid of the process listening on the UAPI socket (SO_PEERCRED), if any.
+Result<pid_t> uapi_server_pid(const std::string& uapi_dir, const std::string& ifname);
+// Stops the wireguard-go we started for ifname (pid file matches the socket's
+// server), waits for it to exit. Ok when there is none.
+Status stop_wireguard_go(const std::string& ifname, const std::string& uapi_dir, const std::string& state_dir);
+
+// ------------------------------------------------------ rtnetlink (libnl-route) ---
+struct LinkInfo {
+  int ifindex = 0;
+  std::string kind;  // "wireguard", "tun", ...
+  uint32_t mtu = 0;
+  bool up = false;
+  std::vector<IpPrefix> addrs;  // IPv4 and IPv6 addresses on the link
+};
+
+// Absent link -> ok with nullopt.
+Result<std::optional<LinkInfo>> rtnl_get_link(const std::string& ifname);
+// Creates a `wireguard` link. errno EOPNOTSUPP means the kernel has no module.
+Status rtnl_add_wireguard(const std::string& ifname);
+Status rtnl_set_mtu(const std::string& ifname, uint32_t mtu);
+Status rtnl_set_up(const std::string& ifname);
+Status rtnl_add_addr(int ifindex, const IpPrefix& a);
+Status rtnl_del_addr(int ifindex, const IpPrefix& a);
+Status rtnl_move_to_netns(const std::string& ifname, int netns_fd);
+Status rtnl_delete_link(const std::string& ifname);
+
+// Opens a netns by path or name (/run/netns/NAME).
+Result<Fd> open_netns(const std::string& path_or_name);
+
+// Enters a network namespace for the lifetime of the guard, for the calling
+// thread only (setns), and returns to the original one on destruction.
+class NetnsGuard {
+ public:
+  static Result<std::unique_ptr<NetnsGuard>> enter(int target_fd);
+  ~NetnsGuard();
+  NetnsGuard(const NetnsGuard&) = delete;
+  NetnsGuard& operator=(const NetnsGuard&) = delete;
+
+ private:
+  explicit NetnsGuard(Fd orig) : orig_(std::move(orig)) {}
+  Fd orig_;
+};
+
+}  // namespace fa::overlay

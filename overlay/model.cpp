@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: Apache-2.0
+// Addresses, endpoints and the pure diff (the model of wireguard-tools'
+// syncconf: desired and observed are the same type, compared peer by peer).
+#include <arpa/inet.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+
+#include "overlay/overlay.hpp"
+
+namespace fa::overlay {
+
+namespace {
+
+Result<unsigned> parse_uint(std::string_view s, unsigned max, const char* what) {
+  unsigned v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || p != s.data() + s.size() || v > max)
+    return Error{std::string(what) + " must be an integer 0-" + std::to_string(max) + ", got '" + std::string(s) +
+                 "'"};
+  return v;
+}
+
+bool parse_ip(std::string_view s, int& family, std::array<uint8_t, 16>& addr) {
+  std::string z(s);
+  addr.fill(0);
+  if (z.find(':') == std::string::npos) {
+    family = AF_INET;
+    return inet_pton(AF_INET, z.c_str(), addr.data()) == 1;
+  }
+  family = AF_INET6;
+  return inet_pton(AF_INET6, z.c_str(), addr.data()) == 1;
+}
+
+std::string ip_str(int family, const std::array<uint8_t, 16>& addr) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  inet_ntop(family, addr.data(), buf, sizeof buf);
+  return buf;
+}
+
+}  // namespace
+
+Result<IpPrefix> IpPrefix::parse(std::string_view s) {
+  IpPrefix p;
+  auto slash = s.find('/');
+  std::string_view ip = s.substr(0, slash);
+  if (!parse_ip(ip, p.family, p.addr))
+    return Error{"expected an IPv4 or IPv6 address with optional /prefix, got '" + std::string(s) + "'"};
+  unsigned max = p.family == AF_INET ? 32 : 128;
+  if (slash == std::string_view::npos) {
+    p.len = static_cast<uint8_t>(max);
+  } else {
+    auto n = parse_uint(s.substr(slash + 1), max, "prefix length");
+    if (!n) return n.take_error();
+    p.len = static_cast<uint8_t>(*n);
+  }
+  return p;
+}
+
+std::string IpPrefix::str() const { return ip_str(family, addr) + "/" + std::to_string(len); }
+
+IpPrefix IpPrefix::network() const {
+  IpPrefix n = *this;
+  size_t bytes = family == AF_INET ? 4 : 16;
+  for (size_t i = 0; i < 16; ++i) {
+    int bits = static_cast<int>(len) - static_cast<int>(i) * 8;
+    if (i >= bytes || bits <= 0)
+      n.addr[i] = 0;
+    else if (bits < 8)
+      n.addr[i] &= static_cast<uint8_t>(0xff << (8 - bits));
+  }
+  return n;
+}
+
+bool IpPrefix::contains(const IpPrefix& inner) const {
+  if (inner.family != family || inner.len < len) return false;
+  IpPrefix cut = inner;
+  cut.len = len;
+  return cut.network().addr == network().addr;
+}
+
+Result<Endpoint> Endpoint::parse(std::string_view s) {
+  Endpoint e;
+  std::string_view host, port;
+  const std::string accepted = "expected IPv4:port or [IPv6]:port with port 1-65535, got '" + std::string(s) + "'";
+  if (!s.empty() && s[0] == '[') {
+    auto close = s.find(']');
+    if (close == std::string_view::npos || close + 1 >= s.size() || s[close + 1] != ':') return Error{accepted};
+    host = s.substr(1, close - 1);
+    port = s.substr(close + 2);
+    if (!parse_ip(host, e.family, e.addr) || e.family != AF_INET6) return Error{accepted};
+  } else {
+    auto colon = s.rfind(':');
+    if (colon == std::string_view::npos) return Error{accepted};
+    host = s.substr(0, colon);
+    port = s.substr(colon + 1);
+    if (!parse_ip(host, e.family, e.addr) || e.family != AF_INET) return Error{accepted};
+  }
+  auto p = parse_uint(port, 65535, "port");
+  if (!p || *p == 0) return Error{accepted};
+  e.port = static_cast<uint16_t>(*p);
+  return e;
+}
+
+std::string Endpoint::str() const {
+  if (family == AF_INET6) return "[" + ip_str(family, addr) + "]:" + std::to_string(port);
+  return ip_str(family, addr) + ":" + std::to_string(port);
+}
+
+namespace {
+std::vector<IpPrefix> sorted_nets(std::vector<IpPrefix> v) {
+  // The kernel stores allowed IPs masked; compare the way it will hold them.
+  for (auto& p : v) p = p.network();
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+}  // namespace
+
+Device diff(const Device& current, const Device& desired) {
+  Device ch;
+  ch.name = desired.name.empty() ? current.name : desired.name;
+  if (desired.private_key && (!current.private_key || *current.private_key != *desired.private_key))
+    ch.private_key = desired.private_key;
+  if (desired.listen_port && current.listen_port != desired.listen_port) ch.listen_port = desired.listen_port;
+  if (desired.fwmark && current.fwmark.value_or(0) != *desired.fwmark) ch.fwmark = desired.fwmark;
+
+  std::map<Key, const Peer*> have;
+  for (const auto& p : current.peers) have[p.public_key] = &p;
+  std::map<Key, bool> want;
+  for (const auto& d : desired.peers) {
+    want[d.public_key] = true;
+    auto it = have.find(d.public_key);
+    if (it == have.end()) {
+      Peer add;
+      add.public_key = d.public_key;
+      add.endpoint = d.endpoint;
+      add.allowed_ips = d.allowed_ips;
+      add.persistent_keepalive = d.persistent_keepalive;
+      // A new peer has no allowed IPs yet, but REPLACE makes the message
+      // self-contained should a stale one exist by the time it lands.
+      add.replace_allowed_ips = true;
+      ch.peers.push_back(std::move(add));
+      continue;
+    }
+    const Peer& c = *it->second;
+    Peer up;
+    up.public_key = d.public_key;
+    up.update_only = true;
+    bool changed = false;
+    // An observed endpoint that WireGuard learned from the peer's own packets
+    // (roaming) differs from the pushed one only when the control plane
+    // changed it or the peer moved; both deserve the push.
+    if (d.endpoint && c.endpoint != d.endpoint) {
+      up.endpoint = d.endpoint;
+      changed = true;
+    }
+    uint16_t want_ka = d.persistent_keepalive.value_or(0);
+    if (d.persistent_keepalive && c.persistent_keepalive.value_or(0) != want_ka) {
+      up.persistent_keepalive = want_ka;
+      changed = true;
+    }
+    if (sorted_nets(c.allowed_ips) != sorted_nets(d.allowed_ips)) {
+      up.allowed_ips = d.allowed_ips;
+      up.replace_allowed_ips = true;
+      changed = true;
+    }
+    if (changed) ch.peers.push_back(std::move(up));
+  }
+  for (const auto& c : current.peers) {
+    if (want.count(c.public_key)) continue;
+    Peer rm;
+    rm.public_key = c.public_key;
+    rm.remove = true;
+    ch.peers.push_back(std::move(rm));
+  }
+  return ch;
+}
+
+bool is_noop(const Device& ch) {
+  return !ch.private_key && !ch.listen_port && !ch.fwmark && !ch.replace_peers && ch.peers.empty();
+}
+
+}  // namespace fa::overlay

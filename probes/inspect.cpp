@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: Apache-2.0
+// discover(): the sysfs, rtnetlink and umad reads, then the pure decisions
+// of probes/logic.hpp. to_json()/to_table(): the two renderings.
+#include "probes/inspect.hpp"
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <map>
+
+#include "probes/logic.hpp"
+#include "probes/netlink_io.hpp"
+#include "probes/sysfs_io.hpp"
+#include "probes/umad_io.hpp"
+
+namespace fa::probes {
+
+Report discover(const InspectOptions& opts) {
+  Report r;
+  r.hcas = read_hcas(opts.sysfs_root, r.warnings);
+  auto gpus = read_gpus(opts.sysfs_root, r.warnings);
+
+  NetState net;
+  bool any_roce = false;
+  for (const auto& h : r.hcas)
+    for (const auto& p : h.ports) any_roce |= p.link_layer == "Ethernet";
+  if (any_roce) {
+    net = read_net_state();
+    if (net.error) r.warnings.push_back(*net.error + "; RoCE fabric netdev cannot be checked");
+  }
+
+  // SMInfo per ACTIVE InfiniBand port. libibumad reads the real
+  // /sys/class/infiniband_mad, so it can only speak for the real /sys.
+  std::vector<std::pair<std::string, SmLookup>> sm;
+  std::string sm_skip;
+  for (const auto& h : r.hcas) {
+    for (const auto& p : h.ports) {
+      if (p.link_layer != "InfiniBand" || p.state != "ACTIVE" || !p.sm_lid || *p.sm_lid == 0) continue;
+      std::string key = h.name + ":" + std::to_string(p.port);
+      SmLookup l;
+      if (!opts.query_sm) {
+        l.error = "SM query disabled (query_sm = false)";
+      } else if (opts.sysfs_root != "/sys") {
+        l.error = "SMInfo not sent: libibumad only reaches devices of the real /sys, and the sysfs root is " +
+                  opts.sysfs_root;
+      } else {
+        auto q = query_sminfo(h.name, p.port, *p.sm_lid);
+        if (q)
+          l.guid = q->guid;
+        else
+          l.error = q.error().message;
+      }
+      sm.emplace_back(key, std::move(l));
+    }
+  }
+
+  Selection s = select_fabric(r.hcas, net, sm, opts);
+  r.fabric = std::move(s.fabric);
+  r.nccl = std::move(s.nccl);
+  r.reasons = std::move(s.reasons);
+  r.warnings.insert(r.warnings.end(), s.warnings.begin(), s.warnings.end());
+
+  assign_nearest_hcas(gpus, r.hcas, r.fabric.ports);
+  r.gpus.devices = std::move(gpus);
+  for (const auto& g : r.gpus.devices) {
+    if (r.gpus.vendor.empty()) r.gpus.vendor = g.vendor;
+    else if (r.gpus.vendor != g.vendor) r.gpus.vendor = "mixed";
+    if (r.gpus.model.empty()) r.gpus.model = g.model;
+    else if (r.gpus.model != g.model) r.gpus.model = "mixed";
+  }
+  if (!r.gpus.devices.empty()) {
+    std::map<std::string, int> per_hca;
+    for (const auto& g : r.gpus.devices)
+      if (!g.nearest_hca.empty()) ++per_hca[g.nearest_hca];
+    std::string s2 = std::to_string(r.gpus.devices.size()) + " GPU(s); nearest fabric HCA by deepest common PCIe "
+                     "upstream bridge";
+    if (per_hca.empty()) s2 += ": none (no fabric HCA)";
+    r.reasons.emplace_back("gpus", s2);
+  }
+  return r;
+}
+
+namespace {
+
+using nlohmann::json;
+
+__attribute__((format(printf, 2, 3))) void appendf(std::string& out, const char* fmt, ...) {
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  out += line;
+}
+
+json opt_str(const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); }
+json str_or_null(const std::string& v) { return v.empty() ? json(nullptr) : json(v); }
+template <class T>
+json opt_num(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+}  // namespace
+
+json to_json(const Report& r) {
+  json hcas = json::array();
+  json counters = json::object();
+  for (const auto& h : r.hcas) {
+    json ports = json::array();
+    for (const auto& p : h.ports) {
+      json gids = json::array();
+      for (const auto& g : p.gids)
+        gids.push_back({{"index", g.index}, {"gid", g.gid}, {"type", str_or_null(g.type)},
+                        {"netdev", str_or_null(g.netdev)}});
+      ports.push_back({{"port", p.port},
+                       {"state", str_or_null(p.state)},
+                       {"phys_state", str_or_null(p.phys_state)},
+                       {"link_layer", str_or_null(p.link_layer)},
+                       {"rate_gbps", opt_num(p.rate_gbps)},
+                       {"lid", opt_num(p.lid)},
+                       {"sm_lid", opt_num(p.sm_lid)},
+                       {"netdev", str_or_null(p.netdev)},
+                       {"gids", std::move(gids)}});
+      counters[h.name + ":" + std::to_string(p.port)] = {{"counters", p.counters}, {"hw_counters", p.hw_counters}};
+    }
+    hcas.push_back({{"name", h.name},
+                    {"node_guid", str_or_null(h.node_guid)},
+                    {"fw_ver", str_or_null(h.fw_ver)},
+                    {"board_id", str_or_null(h.board_id)},
+                    {"pci", str_or_null(h.pci)},
+                    {"numa_node", opt_num(h.numa_node)},
+                    {"ports", std::move(ports)}});
+  }
+  const Fabric& f = r.fabric;
+  json fabric = {{"kind", f.kind},
+                 {"id", opt_str(f.id)},
+                 {"ports", f.ports},
+                 {"subnet_prefix", opt_str(f.subnet_prefix)},
+                 {"sm_lid", opt_num(f.sm_lid)},
+                 {"sm_guid", opt_str(f.sm_guid)},
+                 {"segment", opt_str(f.segment)},
+                 {"address", opt_str(f.address)},
+                 {"netdev", opt_str(f.netdev)},
+                 {"provider_id", opt_str(f.provider_id)}};
+  json nccl = {{"NCCL_IB_HCA", opt_str(r.nccl.ib_hca)},
+               {"NCCL_IB_GID_INDEX", opt_str(r.nccl.ib_gid_index)},
+               {"NCCL_SOCKET_IFNAME", r.nccl.socket_ifname}};
+  json devs = json::array();
+  for (const auto& g : r.gpus.devices)
+    devs.push_back({{"pci", g.pci},
+                    {"numa_node", opt_num(g.numa_node)},
+                    {"vendor", g.vendor},
+                    {"device_id", g.device_id},
+                    {"model", g.model},
+                    {"nearest_hca", str_or_null(g.nearest_hca)}});
+  json gpus = {{"vendor", str_or_null(r.gpus.vendor)},
+               {"model", str_or_null(r.gpus.model)},
+               {"count", r.gpus.devices.size()},
+               {"devices", std::move(devs)}};
+  json reasons = json::object();
+  for (const auto& [k, v] : r.reasons) reasons[k] = v;
+  return {{"hcas", std::move(hcas)}, {"fabric", std::move(fabric)}, {"nccl_env", std::move(nccl)},
+          {"gpus", std::move(gpus)},   {"reasons", std::move(reasons)}, {"counters", std::move(counters)},
+          {"warnings", r.warnings}};
+}
+
+std::string to_table(const Report& r) {
+  std::string out;
+  const Fabric& f = r.fabric;
+  appendf(out, "fabric    %s", f.kind.c_str());
+  if (f.id) appendf(out, "  id %s", f.id->c_str());
+  out += "\n";
+  if (f.kind == "infiniband")
+    appendf(out, "          subnet %s  SM LID %u  SM GUID %s\n", f.subnet_prefix.value_or("-").c_str(), f.sm_lid.value_or(0),
+        f.sm_guid.value_or("unknown").c_str());
+  if (f.kind == "roce")
+    appendf(out, "          segment %s  address %s on %s  provider %s\n", f.segment.value_or("-").c_str(),
+        f.address.value_or("-").c_str(), f.netdev.value_or("-").c_str(), f.provider_id.value_or("(unset)").c_str());
+  out += "\n";
+  if (r.hcas.empty()) {
+    out += "no RDMA devices\n";
+  } else {
+    appendf(out, "%-10s %-4s %-7s %-10s %-10s %7s %6s %-14s %s\n", "HCA", "PORT", "STATE", "PHYS", "LINK", "GB/S", "LID",
+        "NETDEV", "FABRIC");
+    for (const auto& h : r.hcas) {
+      for (const auto& p : h.ports) {
+        std::string key = h.name + ":" + std::to_string(p.port);
+        bool in = std::find(f.ports.begin(), f.ports.end(), key) != f.ports.end();
+        char rate[16] = "-";
+        if (p.rate_gbps) std::snprintf(rate, sizeof rate, "%g", *p.rate_gbps);
+        char lid[16] = "-";
+        if (p.lid && p.link_layer == "InfiniBand") std::snprintf(lid, sizeof lid, "%u", *p.lid);
+        appendf(out, "%-10s %-4d %-7s %-10s %-10s %7s %6s %-14s %s\n", h.name.c_str(), p.port,
+            p.state.empty() ? "?" : p.state.c_str(), p.phys_state.empty() ? "?" : p.phys_state.c_str(),
+            p.link_layer.empty() ? "?" : p.link_layer.c_str(), rate, lid, p.netdev.empty() ? "-" : p.netdev.c_str(),
+            in ? "yes" : "");
+      }
+    }
+  }
+  out += "\n";
+  if (r.gpus.devices.empty()) {
+    out += "GPUs      none\n";
+  } else {
+    appendf(out, "GPUs      %zu x %s (%s)\n", r.gpus.devices.size(), r.gpus.model.c_str(), r.gpus.vendor.c_str());
+    for (const auto& g : r.gpus.devices)
+      appendf(out, "          %s  numa %s  nearest HCA %s\n", g.pci.c_str(),
+          g.numa_node ? std::to_string(*g.numa_node).c_str() : "-",
+          g.nearest_hca.empty() ? "-" : g.nearest_hca.c_str());
+  }
+  out += "\n";
+  appendf(out, "NCCL_IB_HCA=%s\n", r.nccl.ib_hca.value_or("(unset)").c_str());
+  if (r.nccl.ib_gid_index) appendf(out, "NCCL_IB_GID_INDEX=%s\n", r.nccl.ib_gid_index->c_str());
+  appendf(out, "NCCL_SOCKET_IFNAME=%s\n", r.nccl.socket_ifname.c_str());
+  if (!r.reasons.empty()) {
+    out += "\nwhy:\n";
+    for (const auto& [k, v] : r.reasons) out += "  " + k + ": " + v + "\n";
+  }
+  if (!r.warnings.empty()) {
+    out += "\nwarnings:\n";
+    for (const auto& w : r.warnings) out += "  ! " + w + "\n";
+  }
+  return out;
+}
+
+}  // namespace fa::probes

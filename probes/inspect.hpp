@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: Apache-2.0
+// The discovery seam: one call reads a sysfs root, rtnetlink and (on real
+// InfiniBand) the subnet manager, and returns plain data; a second call turns
+// that data into the `inspect --json` document of docs/inspect.md. The daemon
+// (status API, metrics), the CDI generator and the CLI all use these two.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace fa::probes {
+
+struct InspectOptions {
+  std::string sysfs_root = "/sys";
+  std::string provider_id;            // RoCE fabric identity; from config
+  std::string fabric_netdev;          // pin, optional (config fabric.netdev)
+  std::vector<std::string> hcas;      // optional allow-list (config fabric.hcas)
+  std::string socket_ifname = "wg0";  // NCCL_SOCKET_IFNAME (config overlay.interface)
+  bool query_sm = true;               // SMInfo MAD to the SM (InfiniBand only)
+};
+
+struct Gid {
+  int index = 0;
+  std::string gid;     // as sysfs writes it: fe80:0000:0000:0000:1c95:bcff:fea6:281c
+  std::string type;    // "IB/RoCE v1" | "RoCE v2" | "" when unreadable
+  std::string netdev;  // gid_attrs/ndevs/N, "" when none
+};
+
+struct Port {
+  int port = 0;
+  std::string state;       // ACTIVE, DOWN, INIT, ARMED, ... ("" when unreadable)
+  std::string phys_state;  // LinkUp, Polling, Disabled, ...
+  std::string link_layer;  // InfiniBand | Ethernet
+  std::optional<double> rate_gbps;
+  std::optional<uint32_t> lid;
+  std::optional<uint32_t> sm_lid;
+  std::string netdev;  // RoCE: the port's netdev; "" when none
+  std::vector<Gid> gids;
+  std::map<std::string, uint64_t> counters;     // ports/N/counters/*
+  std::map<std::string, uint64_t> hw_counters;  // ports/N/hw_counters/*
+};
+
+struct Hca {
+  std::string name;
+  std::string node_guid;
+  std::string fw_ver;
+  std::string board_id;
+  std::string pci;                 // 0000:03:00.0, "" when not a PCI function (rxe)
+  std::optional<int> numa_node;
+  std::string pci_path;            // devices/-relative path, for PCIe affinity
+  std::vector<Port> ports;
+};
+
+struct GpuDevice {
+  std::string pci;
+  std::string vendor;     // nvidia | amd
+  std::string device_id;  // 0x2330
+  std::string model;      // "H100 SXM5 80GB", or the raw id when unknown
+  std::optional<int> numa_node;
+  std::string pci_path;
+  std::string nearest_hca;  // "" when there is no fabric HCA
+};
+
+struct Gpus {
+  std::string vendor;  // "" when none, "mixed" when several
+  std::string model;   // "" when none, "mixed" when several
+  std::vector<GpuDevice> devices;
+};
+
+struct Fabric {
+  std::string kind = "none";  // infiniband | roce | none
+  std::optional<std::string> id;
+  std::vector<std::string> ports;  // dev:port, ACTIVE fabric ports, natural order
+  // InfiniBand
+  std::optional<std::string> subnet_prefix;  // fe80:0000:0000:0000
+  std::optional<uint32_t> sm_lid;
+  std::optional<std::string> sm_guid;  // 0x0002c90300a1b2c3
+  // RoCE
+  std::optional<std::string> segment;  // 10.20.0.0/16
+  std::optional<std::string> address;  // 10.20.0.11
+  std::optional<std::string> netdev;
+  std::optional<std::string> provider_id;
+};
+
+struct NcclEnv {
+  std::optional<std::string> ib_hca;        // =mlx5_0:1,mlx5_1:1
+  std::optional<std::string> ib_gid_index;  // RoCE only
+  std::string socket_ifname = "wg0";
+};
+
+struct Report {
+  std::vector<Hca> hcas;
+  Fabric fabric;
+  NcclEnv nccl;
+  Gpus gpus;
+  // One human sentence per decision, keyed by what was decided
+  // ("fabric", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_SOCKET_IFNAME", "gpus").
+  std::vector<std::pair<std::string, std::string>> reasons;
+  std::vector<std::string> warnings;
+};
+
+// One discovery pass. Never throws for bad or partial sysfs: what could not
+// be read becomes a warning naming the path.
+Report discover(const InspectOptions& opts);
+
+// The DESIGN.md `inspect --json` schema plus "reasons" and "counters".
+nlohmann::json to_json(const Report& report);
+
+// Compact table for a person (the default `inspect` output).
+std::string to_table(const Report& report);
+
+}  // namespace fa::probes

@@ -1,0 +1,572 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "probes/logic.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <cstdio>
+#include <map>
+
+namespace fa::probes {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) s.remove_suffix(1);
+  return s;
+}
+
+bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+int hex_val(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return c - 'A' + 10;
+}
+
+// GID text -> 16 bytes; callers check is_valid_gid first.
+std::array<uint8_t, 16> gid_bytes(std::string_view gid) {
+  std::array<uint8_t, 16> b{};
+  size_t k = 0;
+  for (size_t i = 0; i + 1 < gid.size() && k < 16;) {
+    if (gid[i] == ':') {
+      ++i;
+      continue;
+    }
+    b[k++] = static_cast<uint8_t>(hex_val(gid[i]) << 4 | hex_val(gid[i + 1]));
+    i += 2;
+  }
+  return b;
+}
+
+std::string port_key(const Hca& h, const Port& p) { return h.name + ":" + std::to_string(p.port); }
+
+// fabric.hcas entries name a device ("mlx5_0") or one port ("mlx5_0:1").
+bool allowed(const InspectOptions& o, const std::string& hca, const std::string& port) {
+  if (o.hcas.empty()) return true;
+  return std::any_of(o.hcas.begin(), o.hcas.end(), [&](const std::string& e) { return e == hca || e == port; });
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+uint32_t mask_of(int prefix_len) {
+  return prefix_len <= 0 ? 0u : (prefix_len >= 32 ? 0xffffffffu : ~((1u << (32 - prefix_len)) - 1));
+}
+
+}  // namespace
+
+std::optional<double> parse_rate_gbps(std::string_view s) {
+  s = trim(s);
+  auto sp = s.find(' ');
+  if (sp == std::string_view::npos || sp == 0) return std::nullopt;
+  std::string_view num = s.substr(0, sp);
+  if (s.substr(sp + 1, 6) != "Gb/sec") return std::nullopt;
+  double v = 0;
+  auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), v);
+  if (ec != std::errc() || p != num.data() + num.size() || !(v > 0) || v > 1e6) return std::nullopt;
+  return v;
+}
+
+std::optional<std::pair<int, std::string>> parse_numbered_state(std::string_view s) {
+  s = trim(s);
+  auto colon = s.find(':');
+  if (colon == std::string_view::npos || colon == 0) return std::nullopt;
+  int n = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + colon, n);
+  if (ec != std::errc() || p != s.data() + colon || n < 0) return std::nullopt;
+  std::string_view name = trim(s.substr(colon + 1));
+  if (name.empty()) return std::nullopt;
+  for (char c : name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == ' ')) return std::nullopt;
+  return std::pair<int, std::string>{n, std::string(name)};
+}
+
+std::optional<uint32_t> parse_uint(std::string_view s) {
+  s = trim(s);
+  int base = 10;
+  if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+    s.remove_prefix(2);
+    base = 16;
+  }
+  if (s.empty()) return std::nullopt;
+  uint32_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v, base);
+  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::optional<uint64_t> parse_counter(std::string_view s) {
+  s = trim(s);
+  if (s.empty()) return std::nullopt;
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+bool is_valid_gid(std::string_view gid) {
+  if (gid.size() != 39) return false;
+  for (size_t i = 0; i < gid.size(); ++i) {
+    if (i % 5 == 4) {
+      if (gid[i] != ':') return false;
+    } else if (!is_hex(gid[i])) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool is_zero_gid(std::string_view gid) {
+  for (char c : gid)
+    if (c != '0' && c != ':') return false;
+  return true;
+}
+
+std::optional<uint32_t> gid_ipv4(std::string_view gid) {
+  if (!is_valid_gid(gid)) return std::nullopt;
+  auto b = gid_bytes(gid);
+  for (int i = 0; i < 10; ++i)
+    if (b[i] != 0) return std::nullopt;
+  if (b[10] != 0xff || b[11] != 0xff) return std::nullopt;
+  return uint32_t{b[12]} << 24 | uint32_t{b[13]} << 16 | uint32_t{b[14]} << 8 | b[15];
+}
+
+std::string gid_subnet_prefix(std::string_view gid) { return std::string(gid.substr(0, 19)); }
+
+std::string ipv4_to_string(uint32_t a) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%u.%u.%u.%u", a >> 24, (a >> 16) & 0xff, (a >> 8) & 0xff, a & 0xff);
+  return buf;
+}
+
+std::string ipv4_segment(uint32_t addr, int prefix_len) {
+  return ipv4_to_string(addr & mask_of(prefix_len)) + "/" + std::to_string(prefix_len);
+}
+
+bool natural_less(std::string_view a, std::string_view b) {
+  size_t i = 0, j = 0;
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  while (i < a.size() && j < b.size()) {
+    if (digit(a[i]) && digit(b[j])) {
+      size_t i0 = i, j0 = j;
+      while (i0 < a.size() && a[i0] == '0') ++i0;
+      while (j0 < b.size() && b[j0] == '0') ++j0;
+      size_t ie = i0, je = j0;
+      while (ie < a.size() && digit(a[ie])) ++ie;
+      while (je < b.size() && digit(b[je])) ++je;
+      // Without leading zeros, a longer digit run is a larger number.
+      if (ie - i0 != je - j0) return ie - i0 < je - j0;
+      if (auto c = a.substr(i0, ie - i0).compare(b.substr(j0, je - j0)); c != 0) return c < 0;
+      i = ie;
+      j = je;
+      continue;
+    }
+    if (a[i] != b[j]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[j]);
+    ++i;
+    ++j;
+  }
+  if ((a.size() - i) != (b.size() - j)) return a.size() - i < b.size() - j;
+  return a < b;  // equal under natural order (e.g. leading zeros): keep a total order
+}
+
+std::string format_nccl_ib_hca(std::vector<std::string> ports) {
+  std::sort(ports.begin(), ports.end(), [](const auto& x, const auto& y) { return natural_less(x, y); });
+  ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
+  return "=" + join(ports, ",");
+}
+
+std::string format_guid(uint64_t guid) {
+  char buf[19];
+  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(guid));
+  return buf;
+}
+
+std::string infiniband_fabric_id(std::string_view subnet_prefix, uint64_t sm_guid) {
+  std::string p;
+  for (char c : subnet_prefix)
+    if (c != ':') p += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  char g[17];
+  std::snprintf(g, sizeof g, "%016llx", static_cast<unsigned long long>(sm_guid));
+  return "ib:" + p + ":" + g;
+}
+
+std::string roce_fabric_id(std::string_view provider_id, std::string_view segment) {
+  return "roce:" + std::string(provider_id) + ":" + std::string(segment);
+}
+
+const NetLink* NetState::find(std::string_view name) const {
+  for (const auto& l : links)
+    if (l.name == name) return &l;
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------
+
+namespace {
+
+struct Member {
+  std::string key;  // dev:port
+  bool active = false;
+  // RoCE
+  int gid_index = -1;
+  uint32_t addr = 0;
+  std::string netdev;
+};
+
+struct Group {
+  std::string kind;  // infiniband | roce
+  std::string label;
+  std::string subnet_prefix;
+  uint32_t sm_lid = 0;
+  std::optional<uint64_t> sm_guid;
+  std::string sm_error;
+  std::string segment;
+  std::vector<Member> members;
+  int active() const {
+    return static_cast<int>(std::count_if(members.begin(), members.end(), [](const Member& m) { return m.active; }));
+  }
+};
+
+}  // namespace
+
+Selection select_fabric(const std::vector<Hca>& hcas, const NetState& net,
+                        const std::vector<std::pair<std::string, SmLookup>>& sm, const InspectOptions& opts) {
+  Selection out;
+  out.nccl.socket_ifname = opts.socket_ifname;
+  auto warn = [&](std::string w) { out.warnings.push_back(std::move(w)); };
+  auto reason = [&](std::string k, std::string v) { out.reasons.emplace_back(std::move(k), std::move(v)); };
+
+  std::map<std::string, Group> groups;  // ordered key: deterministic tie-break
+  std::vector<std::string> excluded;    // human notes on RoCE GIDs not taken
+
+  auto sm_for = [&](const std::string& key) -> const SmLookup* {
+    for (const auto& [k, v] : sm)
+      if (k == key) return &v;
+    return nullptr;
+  };
+
+  bool pinned = !opts.fabric_netdev.empty();
+  bool pin_seen = false;
+
+  for (const auto& h : hcas) {
+    for (const auto& p : h.ports) {
+      std::string key = port_key(h, p);
+      if (!allowed(opts, h.name, key)) {
+        excluded.push_back(key + ": not in the configured fabric.hcas");
+        continue;
+      }
+      bool active = p.state == "ACTIVE";
+      if (p.link_layer == "InfiniBand") {
+        if (!active) continue;  // a DOWN IB port has no SM and no fabric to name
+        const Gid* g0 = nullptr;
+        for (const auto& g : p.gids)
+          if (g.index == 0) g0 = &g;
+        if (!g0) {
+          warn(key + ": ACTIVE InfiniBand port without GID 0; its subnet prefix is unknown, port left out");
+          continue;
+        }
+        if (!p.sm_lid || *p.sm_lid == 0) {
+          warn(key + ": ACTIVE InfiniBand port reports no SM LID; port left out of the fabric");
+          continue;
+        }
+        std::string prefix = gid_subnet_prefix(g0->gid);
+        const SmLookup* l = sm_for(key);
+        std::optional<uint64_t> guid = l ? l->guid : std::nullopt;
+        // Ports agree on a fabric when prefix and SM agree; without the SM's
+        // GUID the SM LID is the best key we have (not unique across fabrics).
+        std::string gkey = "ib|" + prefix + "|" + (guid ? format_guid(*guid) : "lid" + std::to_string(*p.sm_lid));
+        Group& gr = groups[gkey];
+        if (gr.members.empty()) {
+          gr.kind = "infiniband";
+          gr.subnet_prefix = prefix;
+          gr.sm_lid = *p.sm_lid;
+          gr.sm_guid = guid;
+          gr.sm_error = l ? l->error : "";
+          gr.label = "InfiniBand subnet " + prefix + " SM LID " + std::to_string(*p.sm_lid) +
+                     (guid ? " (SM GUID " + format_guid(*guid) + ")" : "");
+        }
+        gr.members.push_back({key, true, -1, 0, ""});
+        continue;
+      }
+      if (p.link_layer != "Ethernet") continue;
+      // RoCE: every RoCE v2 GID carrying an IPv4 address on an up netdev that
+      // holds that address and does not carry the default route.
+      std::map<std::string, Member> per_segment;  // one member per segment per port
+      for (const auto& g : p.gids) {
+        if (g.type != "RoCE v2") continue;
+        auto a = gid_ipv4(g.gid);
+        if (!a) continue;
+        std::string nd = g.netdev.empty() ? p.netdev : g.netdev;
+        std::string where = key + " GID " + std::to_string(g.index) + " (" + ipv4_to_string(*a) + " on " +
+                            (nd.empty() ? "no netdev" : nd) + ")";
+        if (nd.empty()) {
+          excluded.push_back(where + ": no netdev");
+          continue;
+        }
+        if (pinned && nd != opts.fabric_netdev) {
+          excluded.push_back(where + ": not the configured fabric.netdev " + opts.fabric_netdev);
+          continue;
+        }
+        const NetLink* l = net.find(nd);
+        if (!l) {
+          excluded.push_back(where + ": netdev not found over rtnetlink");
+          continue;
+        }
+        if (!l->up) {
+          excluded.push_back(where + ": netdev is down");
+          continue;
+        }
+        const Ipv4Addr* ia = nullptr;
+        for (const auto& x : l->addrs)
+          if (x.addr == *a) ia = &x;
+        if (!ia) {
+          excluded.push_back(where + ": netdev does not hold that address");
+          continue;
+        }
+        if (net.default_route_ifs.count(nd)) {
+          if (!pinned) {
+            excluded.push_back(where + ": carries the default route (internet-facing)");
+            continue;
+          }
+          warn("configured fabric.netdev " + nd + " carries the default route; using it because it is pinned");
+        }
+        if (pinned) pin_seen = true;
+        std::string seg = ipv4_segment(ia->addr, ia->prefix_len);
+        auto it = per_segment.find(seg);
+        if (it == per_segment.end() || g.index < it->second.gid_index)
+          per_segment[seg] = Member{key, active, g.index, *a, nd};
+      }
+      for (auto& [seg, m] : per_segment) {
+        Group& gr = groups["roce|" + seg];
+        if (gr.members.empty()) {
+          gr.kind = "roce";
+          gr.segment = seg;
+          gr.label = "RoCE segment " + seg;
+        }
+        gr.members.push_back(m);
+      }
+    }
+  }
+
+  if (pinned && !pin_seen)
+    warn("configured fabric.netdev " + opts.fabric_netdev +
+         " has no usable RoCE v2 IPv4 GID (up, holding the GID's address); no RoCE fabric chosen");
+
+  // The fabric: the group with most ACTIVE ports.
+  const Group* best = nullptr;
+  std::vector<const Group*> others;
+  for (const auto& [k, g] : groups) {
+    if (g.active() == 0) continue;
+    if (!best || g.active() > best->active()) {
+      if (best) others.push_back(best);
+      best = &g;
+    } else {
+      others.push_back(&g);
+    }
+  }
+
+  if (!best) {
+    out.fabric.kind = "none";
+    std::string why = hcas.empty() ? "no RDMA devices under the sysfs root"
+                                   : "no ACTIVE InfiniBand port with an SM and no ACTIVE RoCE port with a RoCE v2 "
+                                     "IPv4 GID on an up, non-default-route netdev";
+    if (!excluded.empty()) why += "; not taken: " + join(excluded, "; ");
+    reason("fabric", why);
+    reason("NCCL_IB_HCA", "not set: no fabric");
+    reason("NCCL_SOCKET_IFNAME", "overlay interface " + opts.socket_ifname + " carries NCCL's bootstrap traffic");
+    out.nccl.socket_ifname = opts.socket_ifname;
+    return out;
+  }
+
+  if (!others.empty()) {
+    std::vector<std::string> o;
+    for (const auto* g : others) {
+      std::vector<std::string> ps;
+      for (const auto& m : g->members)
+        if (m.active) ps.push_back(m.key);
+      o.push_back(g->label + " (" + std::to_string(g->active()) + " ACTIVE: " + join(ps) + ")");
+    }
+    warn("ports of several fabrics on this host: chose " + best->label + " with " + std::to_string(best->active()) +
+         " ACTIVE ports; ignored " + join(o, "; "));
+  }
+
+  std::vector<Member> ms;
+  for (const auto& m : best->members)
+    if (m.active) ms.push_back(m);
+  std::sort(ms.begin(), ms.end(), [](const Member& a, const Member& b) { return natural_less(a.key, b.key); });
+  for (const auto& m : ms) out.fabric.ports.push_back(m.key);
+  out.fabric.kind = best->kind;
+  out.nccl.ib_hca = format_nccl_ib_hca(out.fabric.ports);
+  std::string nports = std::to_string(ms.size()) + " ACTIVE port" + (ms.size() == 1 ? "" : "s");
+
+  if (best->kind == "infiniband") {
+    out.fabric.subnet_prefix = best->subnet_prefix;
+    out.fabric.sm_lid = best->sm_lid;
+    if (best->sm_guid) {
+      out.fabric.sm_guid = format_guid(*best->sm_guid);
+      out.fabric.id = infiniband_fabric_id(best->subnet_prefix, *best->sm_guid);
+      reason("fabric", "InfiniBand: " + nports + " on subnet prefix " + best->subnet_prefix + " managed by SM " +
+                           *out.fabric.sm_guid + " (LID " + std::to_string(best->sm_lid) + ")");
+    } else {
+      std::string why = best->sm_error.empty() ? "SM not queried" : best->sm_error;
+      warn("sm_guid unknown: " + why + "; fabric.id is null because subnet prefix " + best->subnet_prefix +
+           " and SM LID " + std::to_string(best->sm_lid) + " alone do not tell fabrics apart");
+      reason("fabric", "InfiniBand: " + nports + " on subnet prefix " + best->subnet_prefix + ", SM LID " +
+                           std::to_string(best->sm_lid) + "; SM GUID unknown, so no fabric id");
+    }
+    reason("NCCL_IB_HCA", "the " + nports + " of the InfiniBand fabric, '=' for exact names (NCCL prefix-matches "
+                          "otherwise), natural order");
+    reason("NCCL_IB_GID_INDEX", "not set: InfiniBand ports are LID-routed");
+  } else {
+    const Member& first = ms.front();
+    out.fabric.segment = best->segment;
+    out.fabric.address = ipv4_to_string(first.addr);
+    out.fabric.netdev = first.netdev;
+    if (!opts.provider_id.empty()) {
+      out.fabric.provider_id = opts.provider_id;
+      out.fabric.id = roce_fabric_id(opts.provider_id, best->segment);
+    } else {
+      warn("provider_id is not set in the config; fabric.id is null because segment " + best->segment +
+           " alone does not tell two providers' networks apart");
+    }
+    reason("fabric", "RoCE: " + nports + " with RoCE v2 GIDs in " + best->segment + " on " +
+                         (pinned ? "the configured fabric.netdev " : "netdev ") + first.netdev +
+                         " (up, holds " + *out.fabric.address + ", no default route)" +
+                         (excluded.empty() ? "" : "; not taken: " + join(excluded, "; ")));
+    reason("NCCL_IB_HCA", "the " + nports + " of the RoCE fabric, '=' for exact names (NCCL prefix-matches "
+                          "otherwise), natural order; internet-facing ports left out");
+    // NCCL takes one GID index for all HCAs: the most common one.
+    std::map<int, int> count;
+    for (const auto& m : ms) ++count[m.gid_index];
+    int idx = first.gid_index, n = 0;
+    for (const auto& m : ms)  // first port's index wins ties
+      if (count[m.gid_index] > n) {
+        n = count[m.gid_index];
+        idx = m.gid_index;
+      }
+    out.nccl.ib_gid_index = std::to_string(idx);
+    std::vector<std::string> differ;
+    for (const auto& m : ms)
+      if (m.gid_index != idx) differ.push_back(m.key + " (GID " + std::to_string(m.gid_index) + ")");
+    if (differ.empty()) {
+      reason("NCCL_IB_GID_INDEX", "GID " + std::to_string(idx) + " is the RoCE v2 GID holding the fabric address " +
+                                      "on every fabric port");
+    } else {
+      warn("fabric ports disagree on the RoCE v2 GID index: NCCL_IB_GID_INDEX=" + std::to_string(idx) +
+           " is wrong for " + join(differ) + "; with NCCL >= 2.21 set NCCL_IB_ADDR_RANGE=" + best->segment +
+           " instead, which selects the GID per device");
+      reason("NCCL_IB_GID_INDEX", "GID " + std::to_string(idx) + " is the most common RoCE v2 GID index with an " +
+                                      "address in " + best->segment + " (" + std::to_string(n) + " of " +
+                                      std::to_string(ms.size()) + " ports)");
+    }
+  }
+  reason("NCCL_SOCKET_IFNAME", "overlay interface " + opts.socket_ifname + " carries NCCL's bootstrap traffic");
+  return out;
+}
+
+int common_upstream_depth(std::string_view a, std::string_view b) {
+  auto split = [](std::string_view s) {
+    std::vector<std::string_view> v;
+    while (!s.empty()) {
+      auto k = s.find('/');
+      if (k != 0) v.push_back(s.substr(0, k));
+      if (k == std::string_view::npos) break;
+      s.remove_prefix(k + 1);
+    }
+    return v;
+  };
+  auto pa = split(a), pb = split(b);
+  if (pa.empty() || pb.empty()) return 0;
+  pa.pop_back();  // the devices themselves are not bridges
+  pb.pop_back();
+  size_t n = 0;
+  while (n < pa.size() && n < pb.size() && pa[n] == pb[n]) ++n;
+  return static_cast<int>(n);
+}
+
+void assign_nearest_hcas(std::vector<GpuDevice>& gpus, const std::vector<Hca>& hcas,
+                         const std::vector<std::string>& fabric_ports) {
+  std::vector<const Hca*> cands;
+  for (const auto& h : hcas) {
+    if (h.pci_path.empty()) continue;
+    bool in = std::any_of(fabric_ports.begin(), fabric_ports.end(),
+                          [&](const std::string& k) { return k.rfind(h.name + ":", 0) == 0; });
+    if (in) cands.push_back(&h);
+  }
+  std::sort(cands.begin(), cands.end(), [](const Hca* x, const Hca* y) { return natural_less(x->name, y->name); });
+  for (auto& g : gpus) {
+    g.nearest_hca.clear();
+    int best_depth = -1;
+    bool best_numa = false;
+    for (const Hca* h : cands) {
+      int d = common_upstream_depth(g.pci_path, h->pci_path);
+      bool numa = g.numa_node && h->numa_node && *g.numa_node == *h->numa_node;
+      if (d > best_depth || (d == best_depth && numa && !best_numa)) {
+        best_depth = d;
+        best_numa = numa;
+        g.nearest_hca = h->name;
+      }
+    }
+  }
+}
+
+std::string gpu_vendor(std::string_view vendor_id, std::string_view class_code) {
+  // Display controllers (0x03xx: VGA, 3D, other); AMD Instinct parts also
+  // present as processing accelerators (0x1200).
+  std::string_view cls = class_code.substr(0, std::min<size_t>(class_code.size(), 6));
+  bool display = cls.rfind("0x03", 0) == 0;
+  bool accel = cls.rfind("0x1200", 0) == 0;
+  if (vendor_id == "0x10de" && display) return "nvidia";
+  if (vendor_id == "0x1002" && (display || accel)) return "amd";
+  return "";
+}
+
+std::string gpu_model(std::string_view vendor_id, std::string_view device_id) {
+  struct Entry {
+    const char* vendor;
+    const char* device;
+    const char* model;
+  };
+  // Current datacenter parts (pci.ids names); anything else shows its raw id.
+  static constexpr Entry kTable[] = {
+      {"0x10de", "0x2901", "B200"},
+      {"0x10de", "0x2335", "H200 SXM 141GB"},
+      {"0x10de", "0x2342", "GH200"},
+      {"0x10de", "0x2330", "H100 SXM5 80GB"},
+      {"0x10de", "0x2331", "H100 PCIe"},
+      {"0x10de", "0x2321", "H100 NVL"},
+      {"0x10de", "0x2324", "H800"},
+      {"0x10de", "0x20b0", "A100 SXM4 40GB"},
+      {"0x10de", "0x20b2", "A100 SXM4 80GB"},
+      {"0x10de", "0x20b5", "A100 PCIe 80GB"},
+      {"0x10de", "0x20f1", "A100 PCIe 40GB"},
+      {"0x10de", "0x20f3", "A800 SXM4 80GB"},
+      {"0x10de", "0x20b7", "A30"},
+      {"0x10de", "0x2235", "A40"},
+      {"0x10de", "0x2236", "A10"},
+      {"0x10de", "0x26b9", "L40S"},
+      {"0x10de", "0x26b5", "L40"},
+      {"0x10de", "0x27b8", "L4"},
+      {"0x10de", "0x1db1", "V100 SXM2 16GB"},
+      {"0x10de", "0x1db5", "V100 SXM2 32GB"},
+      {"0x10de", "0x1db6", "V100 PCIe 32GB"},
+      {"0x10de", "0x1df6", "V100S PCIe 32GB"},
+      {"0x1002", "0x74a1", "Instinct MI300X"},
+      {"0x1002", "0x74a0", "Instinct MI300A"},
+      {"0x1002", "0x74a5", "Instinct MI325X"},
+      {"0x1002", "0x740c", "Instinct MI250X/MI250"},
+      {"0x1002", "0x7408", "Instinct MI250X"},
+      {"0x1002", "0x740f", "Instinct MI210"},
+      {"0x1002", "0x738c", "Instinct MI100"},
+  };
+  for (const auto& e : kTable)
+    if (vendor_id == e.vendor && device_id == e.device) return e.model;
+  return std::string(vendor_id) + ":" + std::string(device_id);
+}
+
+}  // namespace fa::probes

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: Apache-2.0
+// Pure decisions of discovery: parsing sysfs values, choosing the fabric,
+// the NCCL variables and GPU affinity. No I/O here: everything takes data,
+// so it is unit-tested on tables (tests/probes/logic_test.cpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/result.hpp"
+#include "probes/inspect.hpp"
+
+namespace fa::probes {
+
+// --- sysfs value parsing -------------------------------------------------
+
+// "400 Gb/sec (4X NDR)" -> 400; "2.5 Gb/sec (1X SDR)" -> 2.5.
+std::optional<double> parse_rate_gbps(std::string_view s);
+
+// "4: ACTIVE" -> {4, "ACTIVE"}; "5: LinkUp" -> {5, "LinkUp"}.
+std::optional<std::pair<int, std::string>> parse_numbered_state(std::string_view s);
+
+// "0x1a" -> 26 (lid, sm_lid). Decimal is accepted too.
+std::optional<uint32_t> parse_uint(std::string_view s);
+
+// A counter file: a decimal integer, nothing else.
+std::optional<uint64_t> parse_counter(std::string_view s);
+
+// The kernel's GID text: eight groups of four hex digits.
+bool is_valid_gid(std::string_view gid);
+bool is_zero_gid(std::string_view gid);
+// IPv4-mapped GID (::ffff:a.b.c.d) -> a.b.c.d as a host-order integer.
+std::optional<uint32_t> gid_ipv4(std::string_view gid);
+// Upper 64 bits of a GID as written: "fe80:0000:0000:0000".
+std::string gid_subnet_prefix(std::string_view gid);
+
+std::string ipv4_to_string(uint32_t addr);
+// Network of addr/prefix as "10.20.0.0/16".
+std::string ipv4_segment(uint32_t addr, int prefix_len);
+
+// --- ordering and formatting ---------------------------------------------
+
+// Natural order: digit runs compare as numbers, so mlx5_2 < mlx5_10.
+bool natural_less(std::string_view a, std::string_view b);
+
+// NCCL_IB_HCA value for ports "dev:port": '=' (exact match; without it NCCL
+// prefix-matches and mlx5_1 also selects mlx5_10..mlx5_19) + natural order.
+std::string format_nccl_ib_hca(std::vector<std::string> ports);
+
+// Fabric ids: stable strings built only from the identifying facts.
+std::string infiniband_fabric_id(std::string_view subnet_prefix, uint64_t sm_guid);
+std::string roce_fabric_id(std::string_view provider_id, std::string_view segment);
+std::string format_guid(uint64_t guid);  // 0x0002c90300a1b2c3
+
+// --- network state as rtnetlink reports it --------------------------------
+
+struct Ipv4Addr {
+  uint32_t addr = 0;  // host order
+  int prefix_len = 0;
+};
+
+struct NetLink {
+  std::string name;
+  bool up = false;  // IFF_UP
+  std::vector<Ipv4Addr> addrs;
+};
+
+struct NetState {
+  std::vector<NetLink> links;
+  std::set<std::string> default_route_ifs;  // netdevs carrying a default route
+  std::optional<std::string> error;         // when rtnetlink could not be read
+  const NetLink* find(std::string_view name) const;
+};
+
+// --- decisions ----------------------------------------------------------
+
+// Subnet manager GUIDs read per port ("dev:port") with SMInfo; a port
+// without entry was not queried; a string is the reason the query failed.
+struct SmLookup {
+  std::optional<uint64_t> guid;
+  std::string error;
+};
+
+struct Selection {
+  Fabric fabric;
+  NcclEnv nccl;
+  std::vector<std::pair<std::string, std::string>> reasons;
+  std::vector<std::string> warnings;
+};
+
+// Chooses the fabric, its ports and the NCCL variables from the discovered
+// HCAs, the network state and the SM lookups.
+Selection select_fabric(const std::vector<Hca>& hcas, const NetState& net,
+                        const std::vector<std::pair<std::string, SmLookup>>& sm, const InspectOptions& opts);
+
+// Number of leading path components two PCI device paths share, not
+// counting the devices themselves: the depth of their deepest common
+// upstream bridge (0 = different host bridges).
+int common_upstream_depth(std::string_view a, std::string_view b);
+
+// For each GPU, the fabric HCA under the deepest common upstream bridge
+// (ties: same NUMA node first, then natural order), as NCCL's topology
+// search would pair them. Fills GpuDevice::nearest_hca.
+void assign_nearest_hcas(std::vector<GpuDevice>& gpus, const std::vector<Hca>& hcas,
+                         const std::vector<std::string>& fabric_ports);
+
+// GPU identification from PCI ids: vendor name or "" when not a GPU vendor
+// and class. Model from a table of datacenter parts; the raw id otherwise.
+std::string gpu_vendor(std::string_view vendor_id, std::string_view class_code);
+std::string gpu_model(std::string_view vendor_id, std::string_view device_id);
+
+}  // namespace fa::probes

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+// SubnGet(SMInfo): the LID-routed SMP that asks a subnet manager who it is.
+// Encoded and decoded with field helpers over a byte buffer in network
+// order, never by overlaying structs, so the layout is the spec's and is
+// checked against hand-laid bytes (tests/probes/sminfo_test.cpp).
+//
+// SMP (IBA 14.2.1.1, LID routed), 256 bytes:
+//   0 BaseVersion=1  1 MgmtClass=0x01  2 ClassVersion=1  3 Method (Get=0x01, GetResp=0x81)
+//   4 Status(16)  6 ClassSpecific(16)  8 TransactionID(64)  16 AttributeID(16)=0x0020
+//   18 reserved(16)  20 AttributeModifier(32)  24 M_Key(64)  32 reserved(256 bits)
+//   64 SMP data (64 bytes)  128 reserved (128 bytes)
+// SMInfo (IBA 14.2.5.13), at SMP data offset 0:
+//   0 GUID(64)  8 SM_Key(64)  16 ActCount(32)  20 Priority(4 high bits) | SMState(4 low bits)
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "common/result.hpp"
+
+namespace fa::probes::smp {
+
+inline constexpr size_t kMadSize = 256;
+inline constexpr size_t kSmpDataOffset = 64;
+inline constexpr uint8_t kBaseVersion = 1;
+inline constexpr uint8_t kClassSubnLidRouted = 0x01;
+inline constexpr uint8_t kClassVersion = 1;
+inline constexpr uint8_t kMethodGet = 0x01;
+inline constexpr uint8_t kMethodGetResp = 0x81;
+inline constexpr uint16_t kAttrSmInfo = 0x0020;
+
+struct SmInfo {
+  uint64_t guid = 0;
+  uint64_t sm_key = 0;
+  uint32_t act_count = 0;
+  uint8_t priority = 0;  // 0..15
+  uint8_t sm_state = 0;  // 0 not active, 1 discovering, 2 standby, 3 master
+};
+
+// Big-endian field helpers over a MAD buffer.
+uint64_t get_be(std::span<const uint8_t> buf, size_t off, size_t bytes);
+void put_be(std::span<uint8_t> buf, size_t off, size_t bytes, uint64_t v);
+
+// The request: SubnGet(SMInfo), attribute modifier 0, M_Key 0.
+std::array<uint8_t, kMadSize> encode_sminfo_get(uint64_t tid);
+
+// Checks a reply is GetResp(SMInfo) for tid with status 0, then reads SMInfo.
+Result<SmInfo> decode_sminfo_response(std::span<const uint8_t> mad, uint64_t tid);
+
+// SMInfo fields of a reply body (tests build replies with it).
+void encode_sminfo(std::span<uint8_t> smp_data, const SmInfo& info);
+
+// "master", "standby", ...; unknown values print with their number.
+std::string sm_state_name(uint8_t state);
+
+}  // namespace fa::probes::smp

@@ -1,0 +1,18 @@
+// SPDX-License-Identifier: Apache-2.0
+// Reading HCAs and GPUs from a sysfs root (/sys, or a fixture tree). Every
+// path is built from the root, so tests point it at tests/fixtures/<name>.
+// Nothing here decides anything: values are parsed (probes/logic.hpp) and
+// whatever cannot be read becomes a warning naming the path.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "probes/inspect.hpp"
+
+namespace fa::probes {
+
+std::vector<Hca> read_hcas(const std::string& sysfs_root, std::vector<std::string>& warnings);
+std::vector<GpuDevice> read_gpus(const std::string& sysfs_root, std::vector<std::string>& warnings);
+
+}  // namespace fa::probes

@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <catch2/catch.hpp>
+
+#include "overlay/overlay.hpp"
+
+using namespace fa::overlay;
+using nlohmann::json;
+
+namespace {
+const char* kA = "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo=";
+const char* kB = "3p7bfXt9wbTTW2HC7OQ1Nz+DQ8hbeGdNrfx+FG+IK08=";
+
+json good() {
+  return json::parse(R"({
+    "cluster_id": "c-1", "interface": "wg0", "address": "10.42.0.1/24", "listen_port": 51820, "mtu": 1420,
+    "peers": [
+      {"public_key": ")" + std::string(kA) + R"(", "endpoint": "192.0.2.10:51820",
+       "allowed_ips": ["10.42.0.2/32"], "persistent_keepalive": 25},
+      {"public_key": ")" + std::string(kB) + R"(", "endpoint": "[2001:db8::1]:51820", "allowed_ips": ["10.42.0.3/32"]}
+    ]})");
+}
+
+// The single error of a document with exactly one problem.
+ValidationError only_error(const json& doc) {
+  auto r = parse_desired(doc);
+  REQUIRE_FALSE(r.ok());
+  REQUIRE(r.errors.size() == 1);
+  return r.errors[0];
+}
+}  // namespace
+
+TEST_CASE("a valid document parses with defaults", "[desired]") {
+  auto r = parse_desired(good());
+  REQUIRE(r.ok());
+  const DesiredMesh& m = *r.mesh;
+  CHECK(m.cluster_id == "c-1");
+  CHECK(m.address.str() == "10.42.0.1/24");
+  CHECK(m.mtu == 1420u);
+  REQUIRE(m.peers.size() == 2);
+  CHECK(m.peers[0].persistent_keepalive == 25);
+  CHECK(m.peers[1].endpoint->str() == "[2001:db8::1]:51820");
+  json min = {{"cluster_id", "c"}, {"address", "10.42.0.9"}};
+  auto r2 = parse_desired(min);
+  REQUIRE(r2.ok());
+  CHECK(r2.mesh->interface == "wg0");
+  CHECK(r2.mesh->listen_port == 51820);
+  CHECK(r2.mesh->address.str() == "10.42.0.9/24");
+  // Canonical JSON form round-trips.
+  auto again = parse_desired(to_json(m));
+  REQUIRE(again.ok());
+  CHECK(to_json(*again.mesh) == to_json(m));
+}
+
+TEST_CASE("errors name the field, echo the value and say what is accepted", "[desired]") {
+  json d = good();
+  d["peers"][1]["endpoint"] = "192.0.2.10";
+  auto e = only_error(d);
+  CHECK(e.field == "peers[1].endpoint");
+  CHECK(e.value == "192.0.2.10");
+  CHECK(e.str() == "peers[1].endpoint: `192.0.2.10': expected IPv4:port or [IPv6]:port with port 1-65535");
+
+  d = good();
+  d["peers"][0]["persistent_keepalive"] = 70000;
+  e = only_error(d);
+  CHECK(e.field == "peers[0].persistent_keepalive");
+  CHECK(e.value == "70000");
+  CHECK_THAT(e.message, Catch::Contains("0-65535"));
+
+  d = good();
+  d["mtu"] = 1000;
+  e = only_error(d);
+  CHECK(e.field == "mtu");
+  CHECK_THAT(e.message, Catch::Contains("1280-9000"));
+
+  d = good();
+  d["address"] = "10.43.0.1/24";
+  e = only_error(d);
+  CHECK(e.field == "address");
+  CHECK_THAT(e.message, Catch::Contains("10.42.0.0/24"));
+
+  d = good();
+  d["interface"] = "this-name-is-too-long";
+  CHECK(only_error(d).field == "interface");
+  d["interface"] = "wg/0";
+  CHECK(only_error(d).field == "interface");
+
+  d = good();
+  d["peers"][1]["public_key"] = kA;
+  e = only_error(d);
+  CHECK(e.field == "peers[1].public_key");
+  CHECK_THAT(e.message, Catch::Contains("peers[0]"));
+
+  d = good();
+  d["peers"][1]["allowed_ips"] = {"10.42.0.2/32"};
+  e = only_error(d);
+  CHECK(e.field == "peers[1].allowed_ips[0]");
+  CHECK_THAT(e.message, Catch::Contains("peers[0].allowed_ips[0]"));
+
+  d = good();
+  d["peers"][1]["allowed_ips"] = {"10.42.0.1/32"};
+  CHECK_THAT(only_error(d).message, Catch::Contains("own address"));
+
+  d = good();
+  d["peers"][0]["allowed_ips"] = {"0.0.0.0/0"};
+  CHECK(only_error(d).field == "peers[0].allowed_ips[0]");
+
+  d = good();
+  d["peers"][0]["public_key"] = "short";
+  CHECK(only_error(d).field == "peers[0].public_key");
+
+  d = good();
+  d["peers"][0]["alowed_ips"] = d["peers"][0]["allowed_ips"];
+  e = only_error(d);
+  CHECK(e.field == "peers[0].alowed_ips");
+  CHECK_THAT(e.message, Catch::Contains("unknown key"));
+
+  d = good();
+  d.erase("cluster_id");
+  CHECK(only_error(d).field == "cluster_id");
+
+  d = good();
+  d["listen_port"] = "51820";
+  CHECK(only_error(d).message == "expected an integer 1-65535");
+}
+
+TEST_CASE("the whole document is checked: every error is reported", "[desired]") {
+  json d = good();
+  d["mtu"] = 99999;
+  d["peers"][0]["endpoint"] = "nope";
+  d["peers"][1]["persistent_keepalive"] = -1;
+  auto r = parse_desired(d);
+  REQUIRE(r.errors.size() == 3);
+  CHECK(r.errors[0].field == "mtu");
+  CHECK(r.errors[1].field == "peers[0].endpoint");
+  CHECK(r.errors[2].field == "peers[1].persistent_keepalive");
+}
+
+TEST_CASE("YAML entry point keeps types and quoted strings", "[desired]") {
+  std::string y = std::string("cluster_id: c-1\naddress: 10.42.0.2/24\nlisten_port: 51821\npeers:\n") +
+                  "  - public_key: " + kA + "\n    endpoint: 192.0.2.10:51820\n    allowed_ips: [10.42.0.1/32]\n" +
+                  "    persistent_keepalive: 25\n";
+  auto r = parse_desired_yaml(y);
+  REQUIRE(r.ok());
+  CHECK(r.mesh->listen_port == 51821);
+  CHECK(r.mesh->peers.at(0).persistent_keepalive == 25);
+  auto bad = parse_desired_yaml("cluster_id: c\naddress: 10.42.0.2/24\nlisten_port: \"51821\"\n");
+  REQUIRE(bad.errors.size() == 1);
+  CHECK(bad.errors[0].field == "listen_port");
+  auto syntax = parse_desired_yaml("cluster_id: [\n");
+  REQUIRE(syntax.errors.size() == 1);
+  CHECK_THAT(syntax.errors[0].message, Catch::Contains("line"));
+  auto other_cidr = parse_desired_yaml("cluster_id: c\naddress: 172.16.5.1/16\n", ParseOptions{"172.16.0.0/16"});
+  CHECK(other_cidr.ok());
+}

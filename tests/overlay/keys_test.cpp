@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <catch2/catch.hpp>
+
+#include "overlay/internal.hpp"
+
+using namespace fa::overlay;
+
+namespace {
+Key hex(const char* s) {
+  auto k = key_from_hex(s);
+  REQUIRE(k.ok());
+  return *k;
+}
+}  // namespace
+
+TEST_CASE("X25519 matches RFC 7748 section 5.2 test vectors", "[keys]") {
+  auto out = x25519(hex("a546e36bf0527c9d3b16154b82465edd62144c0ac1fc5a18506a2244ba449ac4"),
+                    hex("e6db6867583030db3594c1a424b15f7c726624ec26b3353b10a903a6d0ab1c4c"));
+  REQUIRE(out.ok());
+  CHECK(key_to_hex(*out) == "c3da55379de9c6908e94ea4df28d084f32eccf03491c71f754b4075577a28552");
+  out = x25519(hex("4b66e9d4d1b4673c5ad22691957d6af5c11b6421e0ea01d42ca4169e7918ba0d"),
+               hex("e5210f12786811d3f4b7959d0538ae2c31dbe7106fc03c3efc4cd549c715a493"));
+  REQUIRE(out.ok());
+  CHECK(key_to_hex(*out) == "95cbde9476e8907d7aade45cb4b873f88b595a68799fa152e6f8f7647aac7957");
+}
+
+TEST_CASE("X25519 Diffie-Hellman of RFC 7748 section 6.1", "[keys]") {
+  Key alice = hex("77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a");
+  Key bob = hex("5dab087e624a8a4b79e17f8b83800ee66f3bb1292618b6fd1c2f8b27ff88e0eb");
+  auto apub = public_key_of(alice);
+  auto bpub = public_key_of(bob);
+  REQUIRE(apub.ok());
+  REQUIRE(bpub.ok());
+  CHECK(key_to_hex(*apub) == "8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a");
+  CHECK(key_to_hex(*bpub) == "de9edb7d7b7dc1b4d35b61c2ece435373f8343c85b78674dadfc7e146f882b4f");
+  auto k1 = x25519(alice, *bpub);
+  auto k2 = x25519(bob, *apub);
+  REQUIRE(k1.ok());
+  REQUIRE(k2.ok());
+  CHECK(key_to_hex(*k1) == "4a5d9d5ba4ce2de1728e3bf480350f25e07e21c947d19e3376f09b3c1e161742");
+  CHECK(*k1 == *k2);
+}
+
+TEST_CASE("generated keys are clamped and distinct", "[keys]") {
+  auto a = generate_private_key();
+  auto b = generate_private_key();
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(*a != *b);
+  CHECK(((*a)[0] & 7) == 0);
+  CHECK(((*a)[31] & 0x80) == 0);
+  CHECK(((*a)[31] & 0x40) == 0x40);
+}
+
+TEST_CASE("base64 and hex key codecs round-trip and reject bad input", "[keys]") {
+  Key k = hex("8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a");
+  std::string b = key_to_base64(k);
+  CHECK(b == "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo=");
+  auto back = key_from_base64(b);
+  REQUIRE(back.ok());
+  CHECK(*back == k);
+  CHECK(key_to_hex(k) == "8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a");
+  CHECK_FALSE(key_from_base64("hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo").ok());    // no padding
+  CHECK_FALSE(key_from_base64("hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTm*=").ok());   // bad char
+  CHECK_FALSE(key_from_base64("hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmp=").ok());   // non-canonical
+  CHECK_FALSE(key_from_base64("").ok());
+  CHECK_FALSE(key_from_hex("8520").ok());
+  CHECK_FALSE(key_from_hex("x520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a").ok());
+  auto upper = key_from_hex("8520F0098930A754748B7DDCB43EF75A0DBF3A0D26381AF4EBA4A98EAA9B4E6A");
+  REQUIRE(upper.ok());
+  CHECK(*upper == k);
+}

@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <catch2/catch.hpp>
+#include <sys/socket.h>
+
+#include "overlay/overlay.hpp"
+
+using namespace fa::overlay;
+
+namespace {
+Key key(uint8_t n) {
+  Key k{};
+  k[0] = n;
+  return k;
+}
+IpPrefix pfx(const char* s) { return *IpPrefix::parse(s); }
+Endpoint ep(const char* s) { return *Endpoint::parse(s); }
+Peer peer(uint8_t n, const char* endpoint, std::vector<const char*> ips, uint16_t ka = 0) {
+  Peer p;
+  p.public_key = key(n);
+  p.endpoint = ep(endpoint);
+  for (auto i : ips) p.allowed_ips.push_back(pfx(i));
+  p.persistent_keepalive = ka;
+  return p;
+}
+Device dev(std::vector<Peer> peers) {
+  Device d;
+  d.name = "wg0";
+  d.private_key = key(99);
+  d.listen_port = 51820;
+  d.peers = std::move(peers);
+  return d;
+}
+}  // namespace
+
+TEST_CASE("prefixes and endpoints parse, print and reject", "[model]") {
+  CHECK(pfx("10.42.0.1/24").str() == "10.42.0.1/24");
+  CHECK(pfx("10.42.0.1/24").network().str() == "10.42.0.0/24");
+  CHECK(pfx("10.42.0.7").len == 32);
+  CHECK(pfx("fd00::1/64").network().str() == "fd00::/64");
+  CHECK(pfx("10.42.0.0/24").contains(pfx("10.42.0.9/32")));
+  CHECK_FALSE(pfx("10.42.0.0/24").contains(pfx("10.42.1.9/32")));
+  CHECK_FALSE(pfx("10.42.0.0/24").contains(pfx("10.0.0.0/8")));
+  CHECK_FALSE(IpPrefix::parse("10.42.0.1/33").ok());
+  CHECK_FALSE(IpPrefix::parse("10.42.0/24").ok());
+  CHECK_FALSE(IpPrefix::parse("10.42.0.1/2x").ok());
+  CHECK(ep("192.0.2.1:51820").str() == "192.0.2.1:51820");
+  CHECK(ep("[fd00::1]:7").str() == "[fd00::1]:7");
+  CHECK(ep("[fd00::1]:7").family == AF_INET6);
+  CHECK_FALSE(Endpoint::parse("192.0.2.1").ok());
+  CHECK_FALSE(Endpoint::parse("192.0.2.1:0").ok());
+  CHECK_FALSE(Endpoint::parse("192.0.2.1:65536").ok());
+  CHECK_FALSE(Endpoint::parse("fd00::1:7").ok());
+  CHECK_FALSE(Endpoint::parse("example.com:51820").ok());
+  CHECK_FALSE(Endpoint::parse("[192.0.2.1]:5").ok());
+}
+
+TEST_CASE("diff: identical state is a no-op", "[diff]") {
+  Device a = dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"})});
+  Device b = a;
+  std::reverse(b.peers.begin(), b.peers.end());
+  CHECK(is_noop(diff(a, b)));
+}
+
+TEST_CASE("diff: add and remove touch only those peers", "[diff]") {
+  Device cur = dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"})});
+  Device want = dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}), peer(3, "192.0.2.3:51820", {"10.42.0.4/32"})});
+  Device ch = diff(cur, want);
+  REQUIRE(ch.peers.size() == 2);
+  CHECK_FALSE(ch.replace_peers);
+  CHECK_FALSE(ch.private_key);
+  CHECK_FALSE(ch.listen_port);
+  const Peer& add = ch.peers[0];
+  CHECK(add.public_key == key(3));
+  CHECK_FALSE(add.remove);
+  CHECK_FALSE(add.update_only);
+  CHECK(add.endpoint->str() == "192.0.2.3:51820");
+  CHECK(add.allowed_ips.size() == 1);
+  const Peer& rm = ch.peers[1];
+  CHECK(rm.public_key == key(2));
+  CHECK(rm.remove);
+  CHECK(rm.allowed_ips.empty());
+}
+
+TEST_CASE("diff: endpoint change sends only the endpoint of that peer", "[diff]") {
+  Device cur = dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"})});
+  Device want = cur;
+  want.peers[1].endpoint = ep("192.0.2.22:51821");
+  Device ch = diff(cur, want);
+  REQUIRE(ch.peers.size() == 1);
+  CHECK(ch.peers[0].public_key == key(2));
+  CHECK(ch.peers[0].update_only);
+  CHECK_FALSE(ch.peers[0].replace_allowed_ips);
+  CHECK(ch.peers[0].allowed_ips.empty());
+  CHECK_FALSE(ch.peers[0].persistent_keepalive);
+  CHECK(ch.peers[0].endpoint->str() == "192.0.2.22:51821");
+}
+
+TEST_CASE("diff: allowed-IP change replaces that peer's list only", "[diff]") {
+  Device cur = dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"})});
+  Device want = cur;
+  want.peers[0].allowed_ips.push_back(pfx("10.42.0.128/25"));
+  Device ch = diff(cur, want);
+  REQUIRE(ch.peers.size() == 1);
+  CHECK(ch.peers[0].public_key == key(1));
+  CHECK(ch.peers[0].update_only);
+  CHECK(ch.peers[0].replace_allowed_ips);
+  CHECK(ch.peers[0].allowed_ips.size() == 2);
+  CHECK_FALSE(ch.peers[0].endpoint);
+  // Host bits and order do not count as a change: the kernel stores them masked.
+  Device same = cur;
+  same.peers[0].allowed_ips = {pfx("10.42.0.2/32")};
+  cur.peers[0].allowed_ips = {pfx("10.42.0.2/32")};
+  CHECK(is_noop(diff(cur, same)));
+}
+
+TEST_CASE("diff: keepalive, key and port changes", "[diff]") {
+  Device cur = dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}, 0)});
+  Device want = dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}, 25)});
+  want.listen_port = 51821;
+  want.private_key = key(98);
+  Device ch = diff(cur, want);
+  CHECK(ch.listen_port == 51821);
+  CHECK(ch.private_key == key(98));
+  REQUIRE(ch.peers.size() == 1);
+  CHECK(ch.peers[0].persistent_keepalive == 25);
+  CHECK_FALSE(ch.peers[0].endpoint);
+}
