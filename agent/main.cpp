@@ -9,6 +9,7 @@
 
 #include "overlay/cli.hpp"
 #include "probes/cli.hpp"
+#include "probes/rdma/cli.hpp"
 
 namespace {
 
@@ -26,6 +27,7 @@ int cmd_version(const std::vector<std::string>&) {
 const Command kCommands[] = {
     {"inspect", "one discovery pass: HCAs, GIDs, GPUs, fabric identity, NCCL env", fa::probes::cmd_inspect},
     {"mesh", "WireGuard overlay: mesh apply --file F | show [--json] | down", fa::overlay::cmd_mesh},
+    {"probe", "RDMA link probe between two agents: probe rdma serve|run", fa::rdma::cmd_probe},
     {"version", "print the version", cmd_version},
 };
 
