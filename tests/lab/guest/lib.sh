@@ -229,3 +229,41 @@ uplink_add() {
   rxe_wait_gid "$UP_RXE" "$UP_IP"
   export UP_IF UP_IP UP_RXE
 }
+
+# ------------------------------------------------------------ perftest
+# perf_pair TOOL SERVER_DEV SERVER_GID CLIENT_DEV CLIENT_GID SERVER_IP [OPTS...]
+# Runs a perftest pair (ib_write_bw, ib_read_lat, ...): the server in the
+# background, the client (retried until the server listens) against
+# SERVER_IP, both with OPTS plus -F (no CPU-frequency check: meaningless in a
+# VM). Output in $LAB_OUT/perf-client.log and perf-server.log. Sets
+# PERF_LINE (the result line under the "#bytes" header) and returns the
+# client's status (non-zero also when the server failed).
+# perftest converts cycles to time with a clock rate it samples at start by
+# regression over short sleeps; on a loaded host the vCPU is descheduled, the
+# fit fails ("Correlation coefficient r^2 ... < 0.9") and every figure reads
+# 0. That is a calibration failure, not an RDMA one, so the pair is run again
+# (up to twice more) when it happens, saying so.
+perf_pair() {
+  local tool=$1 sdev=$2 sgid=$3 cdev=$4 cgid=$5 sip=$6 attempt rc src
+  shift 6
+  for attempt in 1 2 3; do
+    bg_start perf-server "$tool" -d "$sdev" -i 1 -x "$sgid" -F "$@"
+    rc=0
+    retry 20 0.5 "$tool" -d "$cdev" -i 1 -x "$cgid" -F "$@" "$sip" > "$LAB_OUT/perf-client.log" 2>&1 || rc=$?
+    src=0; bg_wait perf-server || src=$?
+    PERF_LINE=$(awk '/#bytes/ { getline; print; exit }' "$LAB_OUT/perf-client.log")
+    if [ "$rc" -eq 0 ] && [ "$src" -eq 0 ] && grep -q 'Correlation coefficient' "$LAB_OUT/perf-client.log" &&
+       [ "$attempt" -lt 3 ]; then
+      note "$tool: perftest's clock calibration failed (host busy); running the pair again"
+      continue
+    fi
+    break
+  done
+  cat "$LAB_OUT/perf-client.log"
+  if [ "$src" -ne 0 ]; then
+    echo "--- $tool server (exit $src):"; bg_log perf-server
+    [ "$rc" -ne 0 ] || rc=$src
+  fi
+  export PERF_LINE
+  return "$rc"
+}
