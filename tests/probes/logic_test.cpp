@@ -84,10 +84,12 @@ NetState roce_net() {
 }
 
 bool any_contains(const std::vector<std::string>& v, const std::string& needle) {
-  return std::any_of(v.begin(), v.end(), [&](const std::string& s) { return s.find(needle) != std::string::npos; });
+  return std::any_of(v.begin(), v.end(),
+                     [&](const std::string& s) { return s.find(needle) != std::string::npos; });
 }
 
-Hca ib_hca(const std::string& name, const std::string& state, uint32_t sm_lid, const char* prefix = "fe80:0000:0000:0000") {
+Hca ib_hca(const std::string& name, const std::string& state, uint32_t sm_lid,
+           const char* prefix = "fe80:0000:0000:0000") {
   Port p;
   p.port = 1;
   p.state = state;
@@ -106,8 +108,8 @@ TEST_CASE("rate parsing reads the kernel's rate text") {
   CHECK(parse_rate_gbps("2.5 Gb/sec (1X SDR)") == Approx(2.5));
   CHECK(parse_rate_gbps("53.125 Gb/sec (1X HDR)") == Approx(53.125));
   CHECK(parse_rate_gbps("200 Gb/sec (4X HDR)\n") == Approx(200));
-  for (const char* bad : {"", "fast", "400", "400 Mb/sec (4X NDR)", "-5 Gb/sec (4X)", "Gb/sec", "0 Gb/sec (x)",
-                          "4OO Gb/sec (4X NDR)"})
+  for (const char* bad : {"", "fast", "400", "400 Mb/sec (4X NDR)", "-5 Gb/sec (4X)", "Gb/sec",
+                          "0 Gb/sec (x)", "4OO Gb/sec (4X NDR)"})
     CHECK_FALSE(parse_rate_gbps(bad).has_value());
 }
 
@@ -118,7 +120,8 @@ TEST_CASE("numbered states and LIDs") {
   CHECK(s->second == "ACTIVE");
   CHECK(parse_numbered_state("5: LinkUp")->second == "LinkUp");
   CHECK(parse_numbered_state("4: Port Configuration Training")->second == "Port Configuration Training");
-  for (const char* bad : {"", "banana", ": ACTIVE", "4:", "x: ACTIVE", "4: ACT;IVE"}) CHECK_FALSE(parse_numbered_state(bad));
+  for (const char* bad : {"", "banana", ": ACTIVE", "4:", "x: ACTIVE", "4: ACT;IVE"})
+    CHECK_FALSE(parse_numbered_state(bad));
   CHECK(parse_uint("0x1a") == 26u);
   CHECK(parse_uint("0x0") == 0u);
   CHECK(parse_uint("17") == 17u);
@@ -155,7 +158,8 @@ TEST_CASE("natural order puts mlx5_2 before mlx5_10") {
 }
 
 TEST_CASE("NCCL_IB_HCA is an exact-match list in natural order") {
-  CHECK(format_nccl_ib_hca({"mlx5_10:1", "mlx5_2:1", "mlx5_1:1", "mlx5_2:1"}) == "=mlx5_1:1,mlx5_2:1,mlx5_10:1");
+  CHECK(format_nccl_ib_hca({"mlx5_10:1", "mlx5_2:1", "mlx5_1:1", "mlx5_2:1"}) ==
+        "=mlx5_1:1,mlx5_2:1,mlx5_10:1");
   CHECK(format_nccl_ib_hca({"mlx5_0:1"}) == "=mlx5_0:1");
 }
 
@@ -199,9 +203,9 @@ TEST_CASE("RoCE: without the default route on it, the internet card joins as ano
 
 TEST_CASE("RoCE: down netdevs, missing addresses and unknown netdevs are not fabric") {
   auto net = roce_net();
-  net.links[1].up = false;          // ens3np0 down
-  net.links[2].addrs.clear();       // ens4np0 lost its address
-  net.links.pop_back();             // ens5np0 vanished
+  net.links[1].up = false;     // ens3np0 down
+  net.links[2].addrs.clear();  // ens4np0 lost its address
+  net.links.pop_back();        // ens5np0 vanished
   InspectOptions o;
   auto s = select_fabric(roce_node(), net, {}, o);
   CHECK(s.fabric.kind == "none");
@@ -252,8 +256,11 @@ TEST_CASE("RoCE: a pinned netdev and an HCA allow-list restrict the choice") {
 
 TEST_CASE("RoCE: fabric address on a VLAN netdev over the port") {
   std::string nd = "ens1f0np0", vl = "ens1f0np0.100";
-  std::vector<Gid> g = {{0, kLL, "IB/RoCE v1", nd}, {1, kLL, "RoCE v2", nd}, {2, kLL, "IB/RoCE v1", vl},
-                        {3, kLL, "RoCE v2", vl},    {4, v4gid("10.30.0.5"), "IB/RoCE v1", vl},
+  std::vector<Gid> g = {{0, kLL, "IB/RoCE v1", nd},
+                        {1, kLL, "RoCE v2", nd},
+                        {2, kLL, "IB/RoCE v1", vl},
+                        {3, kLL, "RoCE v2", vl},
+                        {4, v4gid("10.30.0.5"), "IB/RoCE v1", vl},
                         {5, v4gid("10.30.0.5"), "RoCE v2", vl}};
   NetState net;
   net.links = {up_link(nd, nullptr, 0), up_link(vl, "10.30.0.5", 24), up_link("eno1", "192.0.2.50", 24)};
@@ -265,7 +272,8 @@ TEST_CASE("RoCE: fabric address on a VLAN netdev over the port") {
 }
 
 TEST_CASE("InfiniBand: fabric id from subnet prefix and SM GUID") {
-  std::vector<Hca> h = {ib_hca("mlx5_0", "ACTIVE", 1), ib_hca("mlx5_1", "ACTIVE", 1), ib_hca("mlx5_2", "DOWN", 0)};
+  std::vector<Hca> h = {ib_hca("mlx5_0", "ACTIVE", 1), ib_hca("mlx5_1", "ACTIVE", 1),
+                        ib_hca("mlx5_2", "DOWN", 0)};
   std::vector<std::pair<std::string, SmLookup>> sm = {{"mlx5_0:1", {0x0002c90300a1b2c3ull, ""}},
                                                       {"mlx5_1:1", {0x0002c90300a1b2c3ull, ""}}};
   auto s = select_fabric(h, NetState{}, sm, InspectOptions{});
@@ -277,18 +285,19 @@ TEST_CASE("InfiniBand: fabric id from subnet prefix and SM GUID") {
   CHECK(s.fabric.ports == std::vector<std::string>{"mlx5_0:1", "mlx5_1:1"});
   CHECK_FALSE(s.nccl.ib_gid_index);
   // A second machine of the same fabric prints the same id; another SM, another id.
-  auto s2 = select_fabric({ib_hca("mlx5_4", "ACTIVE", 1)}, NetState{}, {{"mlx5_4:1", {0x0002c90300a1b2c3ull, ""}}},
-                          InspectOptions{});
+  auto s2 = select_fabric({ib_hca("mlx5_4", "ACTIVE", 1)}, NetState{},
+                          {{"mlx5_4:1", {0x0002c90300a1b2c3ull, ""}}}, InspectOptions{});
   CHECK(s2.fabric.id == s.fabric.id);
-  auto s3 = select_fabric({ib_hca("mlx5_0", "ACTIVE", 1)}, NetState{}, {{"mlx5_0:1", {0x0002c90300ffffffull, ""}}},
-                          InspectOptions{});
+  auto s3 = select_fabric({ib_hca("mlx5_0", "ACTIVE", 1)}, NetState{},
+                          {{"mlx5_0:1", {0x0002c90300ffffffull, ""}}}, InspectOptions{});
   CHECK(s3.fabric.id != s.fabric.id);
 }
 
 TEST_CASE("InfiniBand: ports of two fabrics, most ACTIVE ports wins") {
-  std::vector<Hca> h = {ib_hca("mlx5_0", "ACTIVE", 1), ib_hca("mlx5_1", "ACTIVE", 1), ib_hca("mlx5_2", "ACTIVE", 1)};
-  std::vector<std::pair<std::string, SmLookup>> sm = {{"mlx5_0:1", {0x11, ""}}, {"mlx5_1:1", {0x22, ""}},
-                                                      {"mlx5_2:1", {0x22, ""}}};
+  std::vector<Hca> h = {ib_hca("mlx5_0", "ACTIVE", 1), ib_hca("mlx5_1", "ACTIVE", 1),
+                        ib_hca("mlx5_2", "ACTIVE", 1)};
+  std::vector<std::pair<std::string, SmLookup>> sm = {
+      {"mlx5_0:1", {0x11, ""}}, {"mlx5_1:1", {0x22, ""}}, {"mlx5_2:1", {0x22, ""}}};
   auto s = select_fabric(h, NetState{}, sm, InspectOptions{});
   CHECK(s.fabric.ports == std::vector<std::string>{"mlx5_1:1", "mlx5_2:1"});
   CHECK(s.fabric.sm_guid == "0x0000000000000022");
