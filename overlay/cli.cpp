@@ -3,6 +3,7 @@
 // messages for a person and exit codes (0 ok, 1 failed, 2 bad usage/input).
 #include "overlay/cli.hpp"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
@@ -64,6 +65,8 @@ int do_apply(const std::vector<std::string>& argv) {
     }
     opt.backend = *be;
   }
+  if (const char* lvl = std::getenv("FA_LOG_LEVEL")) set_log_level(lvl);
+  auto t0 = std::chrono::steady_clock::now();
   auto text = read_text_file(*file, 16 * 1024 * 1024);
   if (!text) {
     std::fprintf(stderr, "fabric-agent mesh apply: %s\n", text.error().message.c_str());
@@ -90,7 +93,8 @@ int do_apply(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "fabric-agent mesh apply: %zu error(s), nothing changed\n", parsed.errors.size());
     return 2;
   }
-  if (const char* lvl = std::getenv("FA_LOG_LEVEL")) set_log_level(lvl);
+  fa::logger("overlay")->debug("{}: read and validated {} peers in {:.2f} ms", file->c_str(), parsed.mesh->peers.size(),
+                               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   auto r = apply(*parsed.mesh, opt);
   if (!r) {
     std::fprintf(stderr, "fabric-agent mesh apply: %s\n", r.error().message.c_str());

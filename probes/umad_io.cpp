@@ -84,7 +84,7 @@ Result<smp::SmInfo> query_sminfo(const std::string& ca, int port, uint32_t sm_li
                                st);
     auto* m = static_cast<const uint8_t*>(umad_get_mad(rbuf.data()));
     std::span<const uint8_t> reply(m, static_cast<size_t>(len > 0 ? len : 0));
-    if (reply.size() >= 16 && smp::get_be(reply, 8, 8) != tid) continue;  // someone else's reply
+    if (reply.size() >= 16 && smp::get_be(reply, 12, 4) != (tid & 0xffffffffull)) continue;  // not our reply
     auto r = smp::decode_sminfo_response(reply, tid);
     if (!r) return Error{"SMInfo via " + where + ": " + r.error().message};
     return r;

@@ -163,6 +163,47 @@ TEST_CASE("NCCL_IB_HCA is an exact-match list in natural order") {
   CHECK(format_nccl_ib_hca({"mlx5_0:1"}) == "=mlx5_0:1");
 }
 
+namespace {
+
+// NCCL's documented NCCL_IB_HCA matching: comma-separated `dev[:port]`
+// entries, each a prefix of the device name, unless the value starts with
+// '=' (exact names). A missing port matches every port.
+bool nccl_selects(std::string env, const std::string& dev, int port) {
+  bool exact = !env.empty() && env[0] == '=';
+  if (exact) env.erase(0, 1);
+  size_t start = 0;
+  while (start <= env.size()) {
+    size_t end = env.find(',', start);
+    std::string e = env.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    std::string name = e.substr(0, e.find(':'));
+    int p = e.find(':') == std::string::npos ? -1 : std::stoi(e.substr(e.find(':') + 1));
+    bool name_ok = exact ? dev == name : dev.rfind(name, 0) == 0;
+    if (name_ok && (p == -1 || p == port)) return true;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "NCCL_IB_HCA selects exactly the fabric ports; without '=' mlx5_1 would also pick mlx5_10 and mlx5_11") {
+  std::vector<std::string> fabric = {"mlx5_0:1", "mlx5_1:1", "mlx5_2:1", "mlx5_4:1",
+                                     "mlx5_5:1", "mlx5_6:1", "mlx5_7:1"};
+  std::string env = format_nccl_ib_hca(fabric);
+  std::vector<std::string> devices = {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3",  "mlx5_4",
+                                      "mlx5_5", "mlx5_6", "mlx5_7", "mlx5_10", "mlx5_11"};
+  std::vector<std::string> picked, picked_prefix;
+  for (const auto& d : devices) {
+    if (nccl_selects(env, d, 1)) picked.push_back(d + ":1");
+    if (nccl_selects(env.substr(1), d, 1)) picked_prefix.push_back(d + ":1");
+  }
+  CHECK(picked == fabric);
+  CHECK(std::count(picked_prefix.begin(), picked_prefix.end(), "mlx5_10:1") == 1);
+  CHECK(std::count(picked_prefix.begin(), picked_prefix.end(), "mlx5_11:1") == 1);
+}
+
 TEST_CASE("RoCE: GID index of the fabric address, never the internet-facing card") {
   InspectOptions o;
   o.provider_id = "prov-1";

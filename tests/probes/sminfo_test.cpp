@@ -80,6 +80,11 @@ TEST_CASE("SMInfo encode lays out the same bytes") {
 TEST_CASE("SMInfo replies that are not ours are refused") {
   auto m = hand_reply();
   CHECK_FALSE(smp::decode_sminfo_response(m, 0xdeadbef0ull).ok());  // other transaction
+  auto kernel_tid = m;
+  kernel_tid[8] = 0x00;  // ib_umad's agent id in the upper 32 bits: still our reply
+  kernel_tid[10] = 0x01;
+  kernel_tid[11] = 0x7f;
+  CHECK(smp::decode_sminfo_response(kernel_tid, 0xdeadbeefull).ok());
   auto bad = m;
   bad[3] = 0x01;  // a Get, not a GetResp
   CHECK(smp::decode_sminfo_response(bad, 0xdeadbeefull).error().message.find("method") != std::string::npos);
