@@ -81,7 +81,7 @@ expect_eq "changelog.Debian.gz" "644 root root" "$(stat_of "$root/usr/share/doc/
 expect_match "conffile registered" '^ /etc/fabric-agent/agent\.yaml [0-9a-f]{32}$' \
   "$(in_root "$root" dpkg-query -W -f '${Conffiles}\n' fabric-agent)"
 check "unit enabled (deb-systemd-helper)" test -L "$root/etc/systemd/system/multi-user.target.wants/fabric-agent.service"
-expect_eq "systemctl is-enabled" enabled "$(in_root "$root" systemctl is-enabled fabric-agent.service 2>&1)"
+expect_eq "systemctl is-enabled" enabled "$(in_root "$root" systemctl --root=/ is-enabled fabric-agent.service 2>&1)"
 expect_match "postinst asked to start the daemon" '^fabric-agent\.service start$' "$(cat "$root/var/log/fa-policy-rc.log" 2>&1)"
 
 out=$(in_root "$root" fabric-agent version 2>&1)

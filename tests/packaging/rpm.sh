@@ -4,8 +4,8 @@
 # changelog, stripped binary), then install, upgrade and erase with
 # `rpm --root DIR --nodeps` into a Debian 12 root (it has the /bin/sh and
 # coreutils the scriptlets run with; --nodeps because its libraries are not
-# in an rpm database). systemctl is absent there, as in a container: the
-# scriptlets must cope.
+# in an rpm database). The root has systemd's systemctl but no running
+# systemd, as in an image build: the scriptlets enable/disable offline.
 #   rpm.sh SOURCE_DIR BUILD_DIR PACKAGES_DIR
 set -uo pipefail
 FA_TEST_NAME=packaging:rpm
@@ -92,6 +92,8 @@ expect_eq "token created by %post" "600 root root" "$(stat_of "$root/var/lib/fab
 check "token is 64 hex digits" grep -Eqx '[0-9a-f]{64}' "$root/var/lib/fabric-agent/token"
 token=$(cat "$root/var/lib/fabric-agent/token" 2>/dev/null)
 expect_eq "-qc" "/etc/fabric-agent/agent.yaml" "$(R -qc fabric-agent 2>&1)"
+# The root's systemd preset enables units it does not name (Debian's).
+check "%post applied the preset: unit enabled" test -L "$root/etc/systemd/system/multi-user.target.wants/fabric-agent.service"
 check "rpm -V: installed files unchanged" R -V --nodeps fabric-agent
 
 sed -i 's/^#provider_id: ""$/provider_id: "rpm-edit"/' "$root/etc/fabric-agent/agent.yaml"
@@ -109,6 +111,7 @@ for f in /usr/bin/fabric-agent /usr/lib/systemd/system/fabric-agent.service /usr
   /etc/fabric-agent/agent.yaml /usr/share/doc/fabric-agent; do
   check "erase removes $f" test ! -e "$root$f"
 done
+check "%preun disabled the unit" test ! -L "$root/etc/systemd/system/multi-user.target.wants/fabric-agent.service"
 check "erase keeps the edited config as .rpmsave" grep -qx 'provider_id: "rpm-edit"' "$root/etc/fabric-agent/agent.yaml.rpmsave"
 expect_eq "erase keeps the token (RPM leaves state)" "$token" "$(cat "$root/var/lib/fabric-agent/token" 2>/dev/null)"
 
