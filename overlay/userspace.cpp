@@ -7,6 +7,7 @@
 // kill -9 of the agent must not drop the renter's traffic), so the child is
 // never tied to our lifetime, and `mesh down` is what stops it.
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -77,6 +78,7 @@ Result<std::string> read_reply(int fd) {
     }
     if (n == 0) return Error{"UAPI: connection closed before the reply ended"};
     buf.append(tmp, static_cast<size_t>(n));
+    OPENSSL_cleanse(tmp, static_cast<size_t>(n));
     if (buf.size() > (256u << 20)) return Error{"UAPI: reply larger than 256 MiB"};
     auto e = buf.rfind("errno=");
     if (e != std::string::npos && buf.size() >= 2 && buf.compare(buf.size() - 2, 2, "\n\n") == 0 &&
@@ -97,6 +99,7 @@ class UserspaceBackend : public WgBackend {
     auto reply = read_reply(fd->get());
     if (!reply) return reply.take_error();
     auto d = uapi_parse_get(*reply);
+    OPENSSL_cleanse(reply->data(), reply->size());  // it held the private key
     if (d) d->name = ifname;
     return d;
   }
@@ -104,7 +107,10 @@ class UserspaceBackend : public WgBackend {
   Status set_device(const Device& change) override {
     auto fd = uapi_connect(dir_, change.name);
     if (!fd) return fd.take_error();
-    if (auto w = write_all(fd->get(), uapi_set_request(change)); !w) return w;
+    std::string req = uapi_set_request(change);
+    auto w = write_all(fd->get(), req);
+    OPENSSL_cleanse(req.data(), req.size());  // may hold the private key
+    if (!w) return w;
     auto reply = read_reply(fd->get());
     if (!reply) return reply.take_error();
     return uapi_parse_set_reply(*reply);

@@ -7,7 +7,7 @@
 #   /usr/bin/fabric-agent                      stripped; debug symbols are kept out
 #   /usr/lib/systemd/system/fabric-agent.service   relative install path, so not %config
 #   /etc/fabric-agent/agent.yaml               conffile / %config(noreplace)
-#   /var/lib/fabric-agent/                     0700: token, keys, persisted mesh
+#   /var/lib/fabric-agent/                     0700: token, persisted state
 #   /usr/share/man/man8/fabric-agent.8.gz
 #   /usr/share/doc/fabric-agent/               docs; Debian: copyright, changelog.Debian.gz
 #   /usr/share/licenses/fabric-agent/LICENSE   RPM only

@@ -3,7 +3,7 @@
 # The systemd_postun_with_restart macro written out (see post.sh.in): after
 # an upgrade, restart the daemon if it was running. The daemon exits on
 # SIGTERM leaving the WireGuard mesh up, so a renter's job does not notice.
-# On erase the state (/var/lib/fabric-agent: token, keys) stays, as RPM
+# On erase the state (/var/lib/fabric-agent: token, state.json) stays, as RPM
 # packages leave user data; rpm keeps an edited agent.yaml as .rpmsave.
 if [ -d /run/systemd/system ]; then
     systemctl daemon-reload >/dev/null 2>&1 || :

@@ -258,3 +258,37 @@ TEST_CASE("invalid file: named field, nothing touched", "[netns]") {
   CHECK_THAT(o.out, Catch::Contains("peers[0].endpoint: `nope': expected IPv4:port or [IPv6]:port"));
   CHECK(run("ip -n " + m.ns[0] + " link show " + m.ifn[0] + " 2>/dev/null").rc != 0);
 }
+
+TEST_CASE("wireguard-go outlives a SIGKILLed agent process group; mesh down stops it", "[netns]") {
+  Mesh m(1);
+  std::string f = m.dir + "/n0.json";
+  write_file(f, m.doc(0, false).dump());
+  // The agent and a shell that outlives it share one new process group; the
+  // whole group is then killed with SIGKILL, as a supervisor would.
+  auto o = run("ip netns exec " + m.ns[0] + " setsid sh -c '" + agent() + " mesh apply --file " + f + " >" + m.dir +
+               "/a.log 2>&1; sleep 60' >/dev/null 2>&1 & echo $!");
+  pid_t leader = static_cast<pid_t>(std::stol(o.out));
+  bool up = false;
+  for (int i = 0; i < 100 && !up; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    up = read_file(m.dir + "/a.log").find("created") != std::string::npos;
+  }
+  REQUIRE(up);
+  std::string pid = m.wg_pid(0);
+  REQUIRE_FALSE(pid.empty());
+  (void)leader;  // setsid may have forked: find the shell by its command line
+  auto sh = run("pgrep -f \"^sh -c " + agent() + " mesh apply --file " + f + "\"").out;
+  REQUIRE_FALSE(sh.empty());
+  pid_t pgid = ::getpgid(static_cast<pid_t>(std::stol(sh)));
+  REQUIRE(pgid > 1);
+  REQUIRE(pgid != ::getpgrp());
+  CHECK(::kill(-pgid, SIGKILL) == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CHECK(run("pgrep -f \"^sh -c " + agent() + " mesh apply --file " + f + "\"").out.empty());
+  CHECK(m.wg_pid(0) == pid);
+  CHECK(run("ip netns exec " + m.ns[0] + " wg show " + m.ifn[0] + " public-key").rc == 0);
+  CHECK(run("ip netns exec " + m.ns[0] + " " + agent() + " mesh down --interface " + m.ifn[0] + " 2>/dev/null").rc ==
+        0);
+  CHECK(m.wg_pid(0).empty());
+  CHECK(run("ip -n " + m.ns[0] + " link show " + m.ifn[0] + " 2>/dev/null").rc != 0);
+}

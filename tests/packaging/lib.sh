@@ -66,6 +66,18 @@ finish() {
 # stat_of PATH -> "MODE OWNER GROUP" (octal mode without leading zeros)
 stat_of() { stat -c '%a %U %G' "$1" 2>/dev/null || echo missing; }
 
+# fa_unit_known SOURCE_DIR: sets HAVE_UNIT when the tree has the systemd unit
+# (systemd/, from the daemon's work); until then the unit checks are skipped,
+# loudly, and everything else is checked.
+fa_unit_known() {
+  HAVE_UNIT=""
+  if [ -f "$1/systemd/fabric-agent.service" ]; then
+    HAVE_UNIT=1
+  else
+    log "SKIPPING the unit checks: systemd/fabric-agent.service is not in the source tree"
+  fi
+}
+
 # The packages built by the packaging:build fixture.
 fa_packages() {
   local out=$1

@@ -16,7 +16,8 @@ namespace {
 std::string fx(const char* name) { return std::string(FA_FIXTURES_DIR) + "/" + name; }
 
 bool any_contains(const std::vector<std::string>& v, const std::string& needle) {
-  return std::any_of(v.begin(), v.end(), [&](const std::string& s) { return s.find(needle) != std::string::npos; });
+  return std::any_of(v.begin(), v.end(),
+                     [&](const std::string& s) { return s.find(needle) != std::string::npos; });
 }
 
 const Hca& by_name(const std::vector<Hca>& v, const std::string& n) {
@@ -33,8 +34,8 @@ TEST_CASE("fixture a: 8 InfiniBand HCAs, a RoCE management card, 8 GPUs") {
   CHECK(w.empty());
   std::vector<std::string> names;
   for (const auto& h : hcas) names.push_back(h.name);
-  CHECK(names == std::vector<std::string>{"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6",
-                                          "mlx5_7", "mlx5_10", "mlx5_11"});
+  CHECK(names == std::vector<std::string>{"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5",
+                                          "mlx5_6", "mlx5_7", "mlx5_10", "mlx5_11"});
   const Hca& h0 = by_name(hcas, "mlx5_0");
   CHECK(h0.node_guid == "a088:c203:00b1:2c40");
   CHECK(h0.fw_ver == "28.39.1002");
@@ -90,8 +91,8 @@ TEST_CASE("fixture a: 8 InfiniBand HCAs, a RoCE management card, 8 GPUs") {
   for (const auto& g : gpus) nearest.push_back(g.nearest_hca);
   // GPU 3 shares a switch with mlx5_3, which is DOWN: the nearest fabric HCA
   // is then one on the same root complex.
-  CHECK(nearest ==
-        std::vector<std::string>{"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_0", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7"});
+  CHECK(nearest == std::vector<std::string>{"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_0", "mlx5_4", "mlx5_5",
+                                            "mlx5_6", "mlx5_7"});
 }
 
 TEST_CASE("fixture b: GID tables with IPv6 and link-local entries before the IPv4 ones") {
