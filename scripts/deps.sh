@@ -20,6 +20,9 @@ test_pkgs=(
   ibverbs-utils rdma-core
   prometheus systemd
   crun busybox-static  # tests/pods: crun runs busybox containers through the OCI hook
+  # tests/packaging: CPack's DEB (dpkg-shlibdeps) and RPM (rpmbuild)
+  # generators, lintian, and a Debian 12 root made with debootstrap.
+  dpkg-dev rpm rpm2cpio cpio lintian debootstrap zstd binutils
 )
 # bench/status compares against node_exporter with wrk.
 bench_pkgs=(
