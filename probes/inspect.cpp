@@ -103,6 +103,37 @@ __attribute__((format(printf, 2, 3))) void appendf(std::string& out, const char*
   out += line;
 }
 
+// Every string and key through printable(): sysfs bytes are not always
+// UTF-8, and json::dump() throws on invalid UTF-8.
+json sanitized(json j) {
+  if (j.is_string()) return printable(j.get_ref<const std::string&>());
+  if (j.is_array()) {
+    for (auto& e : j) e = sanitized(std::move(e));
+    return j;
+  }
+  if (j.is_object()) {
+    json o = json::object();
+    for (auto it = j.begin(); it != j.end(); ++it) o[printable(it.key())] = sanitized(std::move(it.value()));
+    return o;
+  }
+  return j;
+}
+
+// printable() per line, keeping the newlines of the table.
+std::string printable_lines(const std::string& s) {
+  std::string out;
+  size_t start = 0;
+  while (start < s.size()) {
+    size_t nl = s.find('\n', start);
+    out += printable(
+        std::string_view(s).substr(start, nl == std::string::npos ? std::string::npos : nl - start));
+    if (nl == std::string::npos) break;
+    out += '\n';
+    start = nl + 1;
+  }
+  return out;
+}
+
 json opt_str(const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); }
 json str_or_null(const std::string& v) { return v.empty() ? json(nullptr) : json(v); }
 template <class T>
@@ -172,9 +203,10 @@ json to_json(const Report& r) {
                {"devices", std::move(devs)}};
   json reasons = json::object();
   for (const auto& [k, v] : r.reasons) reasons[k] = v;
-  return {{"hcas", std::move(hcas)}, {"fabric", std::move(fabric)},   {"nccl_env", std::move(nccl)},
-          {"gpus", std::move(gpus)}, {"reasons", std::move(reasons)}, {"counters", std::move(counters)},
-          {"warnings", r.warnings}};
+  json out = {{"hcas", std::move(hcas)}, {"fabric", std::move(fabric)},   {"nccl_env", std::move(nccl)},
+              {"gpus", std::move(gpus)}, {"reasons", std::move(reasons)}, {"counters", std::move(counters)},
+              {"warnings", r.warnings}};
+  return sanitized(std::move(out));
 }
 
 std::string to_table(const Report& r) {
@@ -235,7 +267,7 @@ std::string to_table(const Report& r) {
     out += "\nwarnings:\n";
     for (const auto& w : r.warnings) out += "  ! " + w + "\n";
   }
-  return out;
+  return printable_lines(out);
 }
 
 }  // namespace fa::probes

@@ -149,6 +149,50 @@ std::string ipv4_segment(uint32_t addr, int prefix_len) {
   return ipv4_to_string(addr & mask_of(prefix_len)) + "/" + std::to_string(prefix_len);
 }
 
+std::string printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  auto esc = [&](unsigned char c) {
+    char b[5];
+    std::snprintf(b, sizeof b, "\\x%02x", c);
+    out += b;
+  };
+  for (size_t i = 0; i < s.size();) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    // Length of a well-formed UTF-8 sequence starting here (RFC 3629), else 0.
+    size_t n = 0;
+    if (c >= 0xc2 && c <= 0xdf)
+      n = 2;
+    else if (c >= 0xe0 && c <= 0xef)
+      n = 3;
+    else if (c >= 0xf0 && c <= 0xf4)
+      n = 4;
+    bool ok = n > 0 && i + n <= s.size();
+    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
+    if (ok && n == 3) {
+      auto c1 = static_cast<unsigned char>(s[i + 1]);
+      ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0);  // overlong, surrogates
+    }
+    if (ok && n == 4) {
+      auto c1 = static_cast<unsigned char>(s[i + 1]);
+      ok = !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90);  // overlong, > U+10FFFF
+    }
+    if (ok) {
+      out.append(s.substr(i, n));
+      i += n;
+    } else {
+      esc(c);
+      ++i;
+    }
+  }
+  return out;
+}
+
 bool natural_less(std::string_view a, std::string_view b) {
   size_t i = 0, j = 0;
   auto digit = [](char c) { return c >= '0' && c <= '9'; };

@@ -4,8 +4,14 @@
 // run the whole binary against real rtnetlink.
 #include <catch2/catch.hpp>
 
-#include <algorithm>
+#include <stdlib.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "probes/inspect.hpp"
 #include "probes/logic.hpp"
 #include "probes/sysfs_io.hpp"
 
@@ -160,4 +166,64 @@ TEST_CASE("fixture e: damaged trees give warnings naming the path, and what was 
   // Nothing here is a fabric, and the selection says so instead of guessing.
   auto s = select_fabric(hcas, NetState{}, {}, InspectOptions{});
   CHECK(s.fabric.kind == "none");
+}
+
+TEST_CASE("random damage to a fixture never crashes and always renders") {
+  namespace fs = std::filesystem;
+  char tmpl[] = "/tmp/fa-probes-fuzz-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { fs::remove_all(dir); }
+  } cleanup{tmpl};
+  std::string root = std::string(tmpl) + "/b";
+  fs::copy(fx("b-roce"), root, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  std::vector<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(root))
+    if (e.is_regular_file() && !e.is_symlink()) files.push_back(e.path().string());
+  REQUIRE(files.size() > 100);
+  // The network of the netns test, so damage reaches the selection too.
+  NetState net;
+  for (auto [n, a] : {std::pair{"ens3np0", 0x0a14000bu}, std::pair{"ens4np0", 0x0a14000cu},
+                      std::pair{"ens5np0", 0x0a14000du}}) {
+    NetLink l;
+    l.name = n;
+    l.up = true;
+    l.addrs = {{a, 16}};
+    net.links.push_back(l);
+  }
+  std::mt19937 rng(20261129);  // fixed seed: a failure reproduces
+  const std::string alphabet = "0123456789abcdefx:: \n-GbsecACTIVE\xff\xc3\x01";
+  for (int round = 0; round < 300; ++round) {
+    const std::string& victim = files[rng() % files.size()];
+    std::string junk;
+    size_t len = rng() % 48;
+    for (size_t i = 0; i < len; ++i) junk += alphabet[rng() % alphabet.size()];
+    std::ofstream(victim, std::ios::trunc) << junk;
+    std::vector<std::string> w;
+    Report r;
+    r.hcas = read_hcas(root, w);
+    r.gpus.devices = read_gpus(root, w);
+    InspectOptions o;
+    o.provider_id = "p";
+    auto s = select_fabric(r.hcas, net, {}, o);
+    assign_nearest_hcas(r.gpus.devices, r.hcas, s.fabric.ports);
+    r.fabric = s.fabric;
+    r.nccl = s.nccl;
+    r.warnings = w;
+    std::string out;
+    REQUIRE_NOTHROW(out = to_json(r).dump());
+    REQUIRE_NOTHROW(to_table(r));
+    REQUIRE_FALSE(out.empty());
+  }
+}
+
+TEST_CASE("printable keeps UTF-8 and escapes the rest") {
+  CHECK(printable("mlx5_0") == "mlx5_0");
+  CHECK(printable("caf\xc3\xa9") == "caf\xc3\xa9");
+  CHECK(printable("a\xff"
+                  "b") == "a\\xffb");
+  CHECK(printable("\x01tab\t") == "\\x01tab\\x09");
+  CHECK(printable("cut \xc3") == "cut \\xc3");
+  CHECK(printable("\xed\xa0\x80") == "\\xed\\xa0\\x80");  // a UTF-16 surrogate is not UTF-8
 }
