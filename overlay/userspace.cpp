@@ -64,7 +64,8 @@ Result<std::string> read_reply(int fd) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   char tmp[65536];
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return Error{"UAPI: no complete reply within 10 s"};
     pollfd p{fd, POLLIN, 0};
     int pr = ::poll(&p, 1, static_cast<int>(left.count()));
@@ -161,8 +162,8 @@ Result<pid_t> uapi_server_pid(const std::string& uapi_dir, const std::string& if
   return cred.pid;
 }
 
-Result<pid_t> start_wireguard_go(const std::string& binary, const std::string& ifname, const std::string& uapi_dir,
-                                 const std::string& state_dir) {
+Result<pid_t> start_wireguard_go(const std::string& binary, const std::string& ifname,
+                                 const std::string& uapi_dir, const std::string& state_dir) {
   auto log = fa::logger("overlay");
   if (auto s = mkdir_p(state_dir); !s) return s.take_error();
   std::string logpath = state_dir + "/" + ifname + ".log";
@@ -216,10 +217,12 @@ Result<pid_t> start_wireguard_go(const std::string& binary, const std::string& i
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ::kill(pid, SIGTERM);
-  return Error{binary + " -f " + ifname + " did not open " + uapi_socket_path(uapi_dir, ifname) + " within 5 s"};
+  return Error{binary + " -f " + ifname + " did not open " + uapi_socket_path(uapi_dir, ifname) +
+               " within 5 s"};
 }
 
-Status stop_wireguard_go(const std::string& ifname, const std::string& uapi_dir, const std::string& state_dir) {
+Status stop_wireguard_go(const std::string& ifname, const std::string& uapi_dir,
+                         const std::string& state_dir) {
   auto log = fa::logger("overlay");
   std::string pf = pid_file(state_dir, ifname);
   auto text = read_text_file(pf);
@@ -243,11 +246,13 @@ Status stop_wireguard_go(const std::string& ifname, const std::string& uapi_dir,
   }
   if (ours && process_alive(pid)) {
     ::kill(pid, SIGTERM);
-    for (int i = 0; i < 300 && process_alive(pid); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (int i = 0; i < 300 && process_alive(pid); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     if (process_alive(pid)) {
       log->warn("{}: wireguard-go pid {} ignored SIGTERM for 3 s, sending SIGKILL", ifname, pid);
       ::kill(pid, SIGKILL);
-      for (int i = 0; i < 100 && process_alive(pid); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      for (int i = 0; i < 100 && process_alive(pid); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     log->info("{}: stopped wireguard-go (pid {})", ifname, pid);
   }

@@ -495,9 +495,14 @@ Selection select_fabric(const std::vector<Hca>& hcas, const NetState& net,
                          (pinned ? "the configured fabric.netdev " : "netdev ") + first.netdev +
                          " (up, holds " + *out.fabric.address + ", no default route)" +
                          (excluded.empty() ? "" : "; not taken: " + join(excluded, "; ")));
-    reason("NCCL_IB_HCA", "the " + nports +
-                              " of the RoCE fabric, '=' for exact names (NCCL prefix-matches "
-                              "otherwise), natural order; internet-facing ports left out");
+    bool internet = std::any_of(excluded.begin(), excluded.end(), [](const std::string& e) {
+      return e.find("default route") != std::string::npos;
+    });
+    reason("NCCL_IB_HCA",
+           "the " + nports +
+               " of the RoCE fabric, '=' for exact names (NCCL prefix-matches otherwise), natural "
+               "order" +
+               (internet ? "; internet-facing (default-route) ports left out" : ""));
     // NCCL takes one GID index for all HCAs: the most common one.
     std::map<int, int> count;
     for (const auto& m : ms) ++count[m.gid_index];

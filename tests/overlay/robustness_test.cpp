@@ -23,7 +23,8 @@ Device sample(size_t n) {
     p.endpoint = *Endpoint::parse(i % 2 ? "192.0.2.1:51820" : "[2001:db8::1]:51820");
     p.persistent_keepalive = 25;
     p.replace_allowed_ips = true;
-    p.allowed_ips = {*IpPrefix::parse("10.42.0." + std::to_string(i + 1) + "/32"), *IpPrefix::parse("fd00::/64")};
+    p.allowed_ips = {*IpPrefix::parse("10.42.0." + std::to_string(i + 1) + "/32"),
+                     *IpPrefix::parse("fd00::/64")};
     d.peers.push_back(p);
   }
   return d;
