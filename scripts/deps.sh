@@ -26,6 +26,7 @@ bench_pkgs=(
 )
 lab_pkgs=(
   qemu-system-x86 busybox-static perftest rdmacm-utils cpio kmod zstd xz-utils
+  ibverbs-providers jq binutils
 )
 
 want=("${build_pkgs[@]}" "${test_pkgs[@]}")
