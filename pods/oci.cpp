@@ -204,7 +204,10 @@ std::optional<std::string> check_active_port(const json& inspect) {
       }
     }
   }
-  if (states.empty()) return "no fabric port is ACTIVE on this host (fabric kind " + fab.value("kind", std::string("none")) + ", no fabric ports)";
+  if (states.empty()) {
+    std::string kind = fab.contains("kind") && fab["kind"].is_string() ? fab["kind"].get<std::string>() : "none";
+    return "no fabric port is ACTIVE on this host (fabric kind " + kind + ", no fabric ports)";
+  }
   return "no fabric port is ACTIVE on this host (" + join_missing(states) + ")";
 }
 

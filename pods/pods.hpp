@@ -247,8 +247,10 @@ class PodSocketServer {
   std::thread thread_;
 };
 
+// The default timeout stays under the CDI hook timeout (30 s), so the hook
+// reports "no reply" itself instead of being killed by the runtime.
 Result<nlohmann::json> pod_request(const std::string& socket_path, const nlohmann::json& req,
-                                   std::chrono::seconds timeout = std::chrono::seconds(60));
+                                   std::chrono::seconds timeout = std::chrono::seconds(25));
 
 // ----------------------------------------------------------------- hook ---
 

@@ -142,6 +142,8 @@ TEST_CASE("active port: a fabric port must be ACTIVE, the internet-facing card d
   REQUIRE(none.has_value());
   CHECK(none->find("no fabric ports") != std::string::npos);
   CHECK(check_active_port(json()).value().find("no discovery result") == 0);
+  CHECK(check_active_port(json{{"fabric", {{"kind", nullptr}}}}).value() ==
+        "no fabric port is ACTIVE on this host (fabric kind none, no fabric ports)");
 }
 
 TEST_CASE("exclusive: one live fabric container per machine") {
