@@ -1,10 +1,337 @@
 // SPDX-License-Identifier: Apache-2.0
+// apply / show / down: locate or create the interface, pick the backend,
+// read what is there, send only the difference.
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <set>
+
+#include "common/fs.hpp"
+#include "common/log.hpp"
 #include "overlay/internal.hpp"
 
 namespace fa::overlay {
 
-Result<nlohmann::json> apply(const DesiredMesh&, const ApplyOptions&) { return Error{"mesh apply: not yet built"}; }
-Result<nlohmann::json> show(const std::string&, const ShowOptions&) { return Error{"mesh show: not yet built"}; }
-Status down(const std::string&, const DownOptions&) { return Error{"mesh down: not yet built"}; }
+using nlohmann::json;
+
+namespace {
+
+Result<Key> read_key_file(const std::string& path) {
+  auto text = read_text_file(path, 4096);
+  if (!text) return Error{"private_key_file: " + text.error().message, text.error().sys_errno};
+  std::string s = *text;
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  auto k = key_from_base64(s);
+  std::fill(s.begin(), s.end(), '\0');
+  // Never echo the file's content: it is a secret.
+  if (!k) return Error{"private_key_file " + path + ": " + k.error().message};
+  return k;
+}
+
+// Which backend serves an existing link, and why we think so.
+Result<Backend> detect_backend(const LinkInfo& li, const std::string& ifname, const std::string& uapi_dir,
+                               std::string& reason) {
+  if (li.kind == "wireguard") {
+    reason = "existing kernel wireguard interface adopted";
+    return Backend::Kernel;
+  }
+  auto srv = uapi_server_pid(uapi_dir, ifname);
+  if (srv) {
+    reason = "existing interface served by wireguard-go (pid " + std::to_string(*srv) + ") adopted";
+    return Backend::Userspace;
+  }
+  return Error{"interface " + ifname + " exists (kind '" + li.kind +
+                   "') but is neither a kernel wireguard link nor served by wireguard-go at " +
+                   uapi_socket_path(uapi_dir, ifname) + "; refusing to touch it",
+               EEXIST};
+}
+
+std::unique_ptr<WgBackend> make_backend(Backend b, const std::string& uapi_dir) {
+  if (b == Backend::Kernel) return make_kernel_backend();
+  return make_userspace_backend(uapi_dir);
+}
+
+bool same_addr(const IpPrefix& a, const IpPrefix& b) {
+  return a.family == b.family && a.addr == b.addr && a.len == b.len;
+}
+
+json show_doc(const std::string& ifname, Backend b, const Device& d, const LinkInfo& li) {
+  json j;
+  j["interface"] = ifname;
+  j["backend"] = backend_name(b);
+  j["public_key"] = d.public_key ? json(key_to_base64(*d.public_key)) : json(nullptr);
+  j["listen_port"] = d.listen_port.value_or(0);
+  j["address"] = nullptr;
+  for (const auto& a : li.addrs)
+    if (a.family == AF_INET) {
+      j["address"] = a.str();
+      break;
+    }
+  j["mtu"] = li.mtu;
+  j["up"] = li.up;
+  j["peers"] = json::array();
+  for (const auto& p : d.peers) {
+    json pj;
+    pj["public_key"] = key_to_base64(p.public_key);
+    pj["endpoint"] = p.endpoint ? json(p.endpoint->str()) : json(nullptr);
+    pj["allowed_ips"] = json::array();
+    for (const auto& a : p.allowed_ips) pj["allowed_ips"].push_back(a.str());
+    pj["persistent_keepalive"] = p.persistent_keepalive.value_or(0);
+    pj["last_handshake_unix"] = p.last_handshake_sec;
+    pj["rx_bytes"] = p.rx_bytes;
+    pj["tx_bytes"] = p.tx_bytes;
+    j["peers"].push_back(std::move(pj));
+  }
+  return j;
+}
+
+struct Located {
+  LinkInfo link;
+  Backend backend;
+  std::string reason;
+};
+
+// Must be called inside the namespace that holds the link.
+Result<Located> locate(const std::string& ifname, const std::string& uapi_dir) {
+  auto li = rtnl_get_link(ifname);
+  if (!li) return li.take_error();
+  if (!*li) return Error{"interface " + ifname + " not found", ENODEV};
+  std::string reason;
+  auto b = detect_backend(**li, ifname, uapi_dir, reason);
+  if (!b) return b.take_error();
+  return Located{**li, *b, reason};
+}
+
+}  // namespace
+
+Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
+  auto log = fa::logger("overlay");
+  const std::string& ifname = m.interface;
+
+  // Everything that can be checked without touching the interface first.
+  std::optional<Key> file_key;
+  if (m.private_key_file) {
+    auto k = read_key_file(*m.private_key_file);
+    if (!k) return k.take_error();
+    file_key = *k;
+  }
+  std::optional<Fd> ns;
+  if (m.netns) {
+    auto fd = open_netns(*m.netns);
+    if (!fd) return Error{"netns: " + fd.error().message, fd.error().sys_errno};
+    ns = std::move(*fd);
+  }
+
+  // Find the interface: already in the target namespace, or here.
+  std::optional<LinkInfo> found;
+  bool in_target = false;
+  if (ns) {
+    auto g = NetnsGuard::enter(ns->get());
+    if (!g) return g.take_error();
+    auto li = rtnl_get_link(ifname);
+    if (!li) return li.take_error();
+    if (*li) {
+      found = **li;
+      in_target = true;
+    }
+  }
+  if (!found) {
+    auto li = rtnl_get_link(ifname);
+    if (!li) return li.take_error();
+    found = *li;
+  }
+
+  bool created = false, moved = false;
+  Backend chosen;
+  std::string reason;
+  if (found) {
+    auto b = detect_backend(*found, ifname, opt.uapi_dir, reason);
+    if (!b) return b.take_error();
+    chosen = *b;
+    if (opt.backend != Backend::Auto && opt.backend != chosen)
+      return Error{ifname + " is served by the " + std::string(backend_name(chosen)) + " backend; --backend " +
+                       backend_name(opt.backend) + " would mean recreating it (run `mesh down` first)",
+                   EEXIST};
+  } else {
+    bool try_user = opt.backend == Backend::Userspace;
+    if (opt.backend != Backend::Userspace) {
+      auto s = rtnl_add_wireguard(ifname);
+      if (s) {
+        chosen = Backend::Kernel;
+        created = true;
+        reason = "kernel has the wireguard link type";
+      } else if (opt.backend == Backend::Auto && s.error().sys_errno == EOPNOTSUPP) {
+        try_user = true;
+        reason = "kernel has no wireguard link type (" + s.error().message + "), using " + opt.wireguard_go;
+      } else {
+        return s.take_error();
+      }
+    } else {
+      reason = "userspace backend requested";
+    }
+    if (try_user) {
+      if (uapi_socket_alive(opt.uapi_dir, ifname))
+        return Error{"a wireguard-go already serves " + uapi_socket_path(opt.uapi_dir, ifname) + " but " + ifname +
+                         " is not in this namespace" + (ns ? " nor in " + *m.netns : std::string()),
+                     EEXIST};
+      auto pid = start_wireguard_go(opt.wireguard_go, ifname, opt.uapi_dir, opt.state_dir);
+      if (!pid) return pid.take_error();
+      chosen = Backend::Userspace;
+      created = true;
+    }
+    log->info("{}: created with the {} backend: {}", ifname, backend_name(chosen), reason);
+  }
+
+  // Move before configuring: the UDP socket stays where the link was born
+  // (WireGuard's birthplace namespace), everything else happens in the target.
+  if (ns && !in_target) {
+    if (auto s = rtnl_move_to_netns(ifname, ns->get()); !s) return s.take_error();
+    moved = true;
+    log->info("{}: moved into netns {}", ifname, *m.netns);
+  }
+  std::unique_ptr<NetnsGuard> guard;
+  if (ns) {
+    auto g = NetnsGuard::enter(ns->get());
+    if (!g) return g.take_error();
+    guard = std::move(*g);
+  }
+
+  auto li = rtnl_get_link(ifname);
+  if (!li) return li.take_error();
+  if (!*li) return Error{ifname + " vanished while being configured", ENODEV};
+  LinkInfo link = **li;
+
+  auto be = make_backend(chosen, opt.uapi_dir);
+  auto cur = be->get_device(ifname);
+  if (!cur) return Error{ifname + ": read device: " + cur.error().message, cur.error().sys_errno};
+
+  Device want;
+  want.name = ifname;
+  if (file_key) {
+    want.private_key = file_key;
+  } else if (cur->private_key) {
+    want.private_key = cur->private_key;  // the key lives only in the interface
+  } else {
+    auto k = generate_private_key();
+    if (!k) return k.take_error();
+    want.private_key = *k;
+  }
+  auto pub = public_key_of(*want.private_key);
+  if (!pub) return pub.take_error();
+  for (size_t i = 0; i < m.peers.size(); ++i)
+    if (m.peers[i].public_key == *pub)
+      return Error{"peers[" + std::to_string(i) + "].public_key: `" + key_to_base64(*pub) +
+                       "': this is the node's own public key; a node is not its own peer",
+                   EINVAL};
+  if (!cur->private_key && !file_key)
+    log->info("{}: generated a private key (kept only in the interface), public key {}", ifname, key_to_base64(*pub));
+  want.listen_port = m.listen_port;
+  for (const auto& dp : m.peers) {
+    Peer p;
+    p.public_key = dp.public_key;
+    p.endpoint = dp.endpoint;
+    p.allowed_ips = dp.allowed_ips;
+    p.persistent_keepalive = dp.persistent_keepalive;
+    want.peers.push_back(std::move(p));
+  }
+  Device change = diff(*cur, want);
+  wipe(*want.private_key);
+  int added = 0, removed = 0, updated = 0;
+  for (const auto& p : change.peers) (p.remove ? removed : p.update_only ? updated : added)++;
+  if (!is_noop(change)) {
+    auto s = be->set_device(change);
+    if (change.private_key) wipe(*change.private_key);
+    if (!s) return Error{ifname + ": configure device: " + s.error().message, s.error().sys_errno};
+    log->info("{}: peers +{} -{} ~{}{}{}", ifname, added, removed, updated, change.private_key ? ", private key set" : "",
+              change.listen_port ? ", listen port " + std::to_string(*change.listen_port) : "");
+  }
+
+  bool link_changed = false;
+  if (m.mtu && link.mtu != *m.mtu) {
+    if (auto s = rtnl_set_mtu(ifname, *m.mtu); !s) return s.take_error();
+    link_changed = true;
+  }
+  bool have = false;
+  for (const auto& a : link.addrs) {
+    if (same_addr(a, m.address)) {
+      have = true;
+      continue;
+    }
+    // The interface is ours: any other IPv4 address on it is a leftover of
+    // an earlier desired state (node renumbered).
+    if (a.family == AF_INET) {
+      if (auto s = rtnl_del_addr(link.ifindex, a); !s) return s.take_error();
+      link_changed = true;
+    }
+  }
+  if (!have) {
+    if (auto s = rtnl_add_addr(link.ifindex, m.address); !s) return s.take_error();
+    link_changed = true;
+  }
+  if (!link.up) {
+    if (auto s = rtnl_set_up(ifname); !s) return s.take_error();
+    link_changed = true;
+  }
+
+  auto now = be->get_device(ifname);
+  if (!now) return now.take_error();
+  auto li2 = rtnl_get_link(ifname);
+  if (!li2) return li2.take_error();
+  json doc = show_doc(ifname, chosen, *now, li2->value_or(link));
+  if (now->private_key) wipe(*now->private_key);
+  doc["changes"] = {{"created", created},
+                    {"moved", moved},
+                    {"backend_reason", reason},
+                    {"peers_added", added},
+                    {"peers_removed", removed},
+                    {"peers_updated", updated},
+                    {"device_changed", !is_noop(change)},
+                    {"link_changed", link_changed}};
+  return doc;
+}
+
+Result<json> show(const std::string& ifname, const ShowOptions& opt) {
+  std::unique_ptr<NetnsGuard> guard;
+  std::optional<Fd> ns;
+  if (opt.netns) {
+    auto fd = open_netns(*opt.netns);
+    if (!fd) return fd.take_error();
+    ns = std::move(*fd);
+    auto g = NetnsGuard::enter(ns->get());
+    if (!g) return g.take_error();
+    guard = std::move(*g);
+  }
+  auto loc = locate(ifname, opt.uapi_dir);
+  if (!loc) return loc.take_error();
+  auto be = make_backend(loc->backend, opt.uapi_dir);
+  auto d = be->get_device(ifname);
+  if (!d) return Error{ifname + ": read device: " + d.error().message, d.error().sys_errno};
+  if (d->private_key) wipe(*d->private_key);
+  return show_doc(ifname, loc->backend, *d, loc->link);
+}
+
+Status down(const std::string& ifname, const DownOptions& opt) {
+  auto log = fa::logger("overlay");
+  // Stop our wireguard-go first: its tun goes with it, wherever it was moved.
+  if (auto s = stop_wireguard_go(ifname, opt.uapi_dir, opt.state_dir); !s) return s;
+  std::unique_ptr<NetnsGuard> guard;
+  std::optional<Fd> ns;
+  if (opt.netns) {
+    auto fd = open_netns(*opt.netns);
+    if (!fd) return fd.take_error();
+    ns = std::move(*fd);
+    auto g = NetnsGuard::enter(ns->get());
+    if (!g) return g.take_error();
+    guard = std::move(*g);
+  }
+  auto li = rtnl_get_link(ifname);
+  if (!li) return li.take_error();
+  if (!*li) return {};
+  if ((*li)->kind != "wireguard" && (*li)->kind != "tun")
+    return Error{ifname + " is a '" + (*li)->kind + "' link, not WireGuard; refusing to delete it", EINVAL};
+  if (auto s = rtnl_delete_link(ifname); !s && s.error().sys_errno != ENODEV) return s;
+  log->info("{}: removed", ifname);
+  return {};
+}
 
 }  // namespace fa::overlay

@@ -1,0 +1,260 @@
+// SPDX-License-Identifier: Apache-2.0
+// The mesh over real interfaces: three network namespaces on a bridge (the
+// underlay exists only inside them), `fabric-agent mesh apply` in each with
+// the userspace backend (wireguard-go; the host kernel has no WireGuard), and
+// the real wireguard-tools `wg` as the independent observer.
+#include <catch2/catch.hpp>
+#include <signal.h>
+
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "tests/overlay/netns_helpers.hpp"
+
+using namespace fa_test;
+using nlohmann::json;
+
+namespace {
+
+struct Mesh {
+  std::string t = tag();
+  std::string bns = "fab" + t;
+  std::vector<std::string> ns, ifn;
+  std::string dir;
+  std::vector<std::string> pub;
+
+  explicit Mesh(int n) {
+    char tmpl[] = "/tmp/fa-mesh-test.XXXXXX";
+    dir = ::mkdtemp(tmpl);
+    run("ip netns add " + bns + " && ip -n " + bns + " link add br0 type bridge && ip -n " + bns +
+        " link set br0 up");
+    for (int i = 0; i < n; ++i) {
+      std::string s = std::to_string(i + 1);
+      ns.push_back("fan" + t + "-" + s);
+      // /var/run/wireguard is shared by all namespaces: names must differ.
+      ifn.push_back("fw" + t + "n" + s);
+      run("ip netns add " + ns[i] + " && ip -n " + ns[i] + " link set lo up && ip -n " + bns + " link add v" + s +
+          " type veth peer name eth0 netns " + ns[i] + " && ip -n " + bns + " link set v" + s +
+          " master br0 up && ip -n " + ns[i] + " addr add 192.168.77." + s + "/24 dev eth0 && ip -n " + ns[i] +
+          " link set eth0 up");
+    }
+    pub.resize(n);
+  }
+  ~Mesh() {
+    for (size_t i = 0; i < ns.size(); ++i)
+      run("ip netns exec " + ns[i] + " " + agent() + " mesh down --interface " + ifn[i] + " >/dev/null 2>&1");
+    for (auto& n : ns) run("ip netns del " + n + " 2>/dev/null");
+    run("ip netns del " + bns + " 2>/dev/null");
+    run("rm -rf '" + dir + "'");
+  }
+
+  json doc(size_t i, bool with_peers) const {
+    json d = {{"cluster_id", "test-" + t},
+              {"interface", ifn[i]},
+              {"address", "10.42.0." + std::to_string(i + 1) + "/24"},
+              {"peers", json::array()}};
+    if (with_peers)
+      for (size_t j = 0; j < ns.size(); ++j)
+        if (j != i)
+          d["peers"].push_back({{"public_key", pub[j]},
+                                {"endpoint", "192.168.77." + std::to_string(j + 1) + ":51820"},
+                                {"allowed_ips", {"10.42.0." + std::to_string(j + 1) + "/32"}}});
+    return d;
+  }
+
+  json apply(size_t i, const json& d) const {
+    std::string f = dir + "/n" + std::to_string(i) + ".json";
+    write_file(f, d.dump(2));
+    auto o = run("ip netns exec " + ns[i] + " " + agent() + " mesh apply --backend userspace --json --file " + f +
+                 " 2>" + dir + "/err.log");
+    INFO("apply on " << ns[i] << " rc=" << o.rc << "\n" << o.out << "\n" << read_file(dir + "/err.log"));
+    REQUIRE(o.rc == 0);
+    return json::parse(o.out);
+  }
+
+  bool ping(size_t from, size_t to) const {
+    return run("ip netns exec " + ns[from] + " ping -n -q -c 2 -i 0.2 -W 2 10.42.0." + std::to_string(to + 1) +
+               " >/dev/null 2>&1")
+               .rc == 0;
+  }
+
+  std::string wg_pid(size_t i) const { return run("pgrep -x -f 'wireguard-go -f " + ifn[i] + "'").out; }
+};
+
+}  // namespace
+
+TEST_CASE("three namespaces: apply, ping, wg show, endpoint change, no-op, kill -9 + adopt", "[netns]") {
+  Mesh m(3);
+  // First pass without peers: each node generates its key; the public keys
+  // are then exchanged as a control plane would.
+  for (size_t i = 0; i < 3; ++i) {
+    json r = m.apply(i, m.doc(i, false));
+    CHECK(r["backend"] == "userspace");
+    CHECK(r["changes"]["created"] == true);
+    m.pub[i] = r["public_key"].get<std::string>();
+    CHECK(r.dump().find("private") == std::string::npos);
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    json r = m.apply(i, m.doc(i, true));
+    CHECK(r["changes"]["created"] == false);  // adopted
+    CHECK(r["changes"]["peers_added"] == 2);
+    CHECK(r["public_key"] == m.pub[i]);  // generated key read back from the live interface
+    CHECK(r["address"] == "10.42.0." + std::to_string(i + 1) + "/24");
+  }
+
+  SECTION("every pair pings over the overlay and wg lists exactly our peers") {
+    for (size_t i = 0; i < 3; ++i)
+      for (size_t j = 0; j < 3; ++j)
+        if (i != j) {
+          INFO(i << " -> " << j);
+          CHECK(m.ping(i, j));
+        }
+    for (size_t i = 0; i < 3; ++i) {
+      std::set<std::string> want, got;
+      for (size_t j = 0; j < 3; ++j)
+        if (j != i) want.insert(m.pub[j]);
+      for (auto& [k, v] : wg_map(m.ns[i], m.ifn[i], "peers")) got.insert(k);
+      CHECK(got == want);
+      auto ips = wg_map(m.ns[i], m.ifn[i], "allowed-ips");
+      for (size_t j = 0; j < 3; ++j)
+        if (j != i) CHECK(ips[m.pub[j]] == "10.42.0." + std::to_string(j + 1) + "/32");
+    }
+  }
+
+  SECTION("changing one endpoint leaves the other session alone; identical re-apply is a no-op") {
+    REQUIRE(m.ping(0, 1));
+    REQUIRE(m.ping(0, 2));
+    auto before = wg_map(m.ns[0], m.ifn[0], "latest-handshakes");
+    REQUIRE(before[m.pub[1]] != "0");
+    // Handshake times have one-second resolution: a reset would show.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    run("ip -n " + m.ns[2] + " addr add 192.168.77.13/24 dev eth0");
+    json d = m.doc(0, true);
+    d["peers"][1]["endpoint"] = "192.168.77.13:51820";
+    json r = m.apply(0, d);
+    CHECK(r["changes"]["peers_updated"] == 1);
+    CHECK(r["changes"]["peers_added"] == 0);
+    CHECK(r["changes"]["peers_removed"] == 0);
+    CHECK(wg_map(m.ns[0], m.ifn[0], "endpoints")[m.pub[2]] == "192.168.77.13:51820");
+    CHECK(m.ping(0, 1));
+    CHECK(m.ping(0, 2));
+    auto after = wg_map(m.ns[0], m.ifn[0], "latest-handshakes");
+    CHECK(after[m.pub[1]] == before[m.pub[1]]);
+
+    std::string pid = m.wg_pid(0);
+    json again = m.apply(0, d);
+    CHECK(again["changes"]["device_changed"] == false);
+    CHECK(again["changes"]["link_changed"] == false);
+    CHECK(again["changes"]["created"] == false);
+    CHECK(m.wg_pid(0) == pid);
+    CHECK(wg_map(m.ns[0], m.ifn[0], "latest-handshakes") == after);
+  }
+
+  SECTION("kill -9 of the agent and a new apply lose no packet") {
+    REQUIRE(m.ping(0, 1));
+    std::string pid = m.wg_pid(0);
+    REQUIRE_FALSE(pid.empty());
+    std::string f = m.dir + "/n0.json";
+    write_file(f, m.doc(0, true).dump());
+    // 150 pings at 20 ms while the agent is killed mid-apply and re-run.
+    std::string pinglog = m.dir + "/ping.log";
+    std::thread pinger([&] {
+      run("ip netns exec " + m.ns[0] + " ping -n -q -c 150 -i 0.02 -W 1 10.42.0.2 >" + pinglog + " 2>&1");
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    for (int delay_ms : {0, 5, 20}) {
+      // The agent runs in its own process group, killed as a whole with
+      // SIGKILL: wireguard-go (own session) must not care.
+      auto o = run("ip netns exec " + m.ns[0] + " setsid sh -c '" + agent() + " mesh apply --file " + f +
+                   " >/dev/null 2>&1 & echo $!'");
+      pid_t apid = static_cast<pid_t>(std::stol(o.out));
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+      ::kill(apid, SIGKILL);
+    }
+    json r = m.apply(0, m.doc(0, true));
+    CHECK(r["changes"]["created"] == false);
+    CHECK(r["changes"]["device_changed"] == false);
+    pinger.join();
+    std::string log = read_file(pinglog);
+    INFO(log);
+    CHECK(log.find("150 packets transmitted, 150 received") != std::string::npos);
+    CHECK(m.wg_pid(0) == pid);
+    CHECK(m.ping(0, 2));
+  }
+}
+
+TEST_CASE("peer removal and addition touch only those peers", "[netns]") {
+  Mesh m(3);
+  for (size_t i = 0; i < 3; ++i) m.pub[i] = m.apply(i, m.doc(i, false))["public_key"].get<std::string>();
+  for (size_t i = 0; i < 3; ++i) m.apply(i, m.doc(i, true));
+  REQUIRE(m.ping(0, 1));
+  REQUIRE(m.ping(0, 2));
+  auto before = wg_map(m.ns[0], m.ifn[0], "latest-handshakes");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  json d = m.doc(0, true);
+  json third = d["peers"][1];
+  d["peers"].erase(1);
+  json r = m.apply(0, d);
+  CHECK(r["changes"]["peers_removed"] == 1);
+  CHECK(r["peers"].size() == 1);
+  CHECK(wg_map(m.ns[0], m.ifn[0], "peers").count(m.pub[2]) == 0);
+  CHECK_FALSE(m.ping(0, 2));
+  d["peers"].push_back(third);
+  r = m.apply(0, d);
+  CHECK(r["changes"]["peers_added"] == 1);
+  CHECK(m.ping(0, 2));
+  CHECK(m.ping(0, 1));
+  CHECK(wg_map(m.ns[0], m.ifn[0], "latest-handshakes")[m.pub[1]] == before[m.pub[1]]);
+}
+
+TEST_CASE("netns: born in the underlay namespace, moved into the pod's, socket stays behind", "[netns]") {
+  Mesh m(2);
+  std::string pod = "fap" + m.t;
+  run("ip netns add " + pod + " && ip -n " + pod + " link set lo up");
+  struct PodGuard {
+    std::string n;
+    ~PodGuard() { run("ip netns del " + n + " 2>/dev/null"); }
+  } pg{pod};
+  for (size_t i = 0; i < 2; ++i) {
+    json d = m.doc(i, false);
+    if (i == 0) d["netns"] = pod;
+    m.pub[i] = m.apply(i, d)["public_key"].get<std::string>();
+  }
+  json d0 = m.doc(0, true);
+  d0["netns"] = pod;
+  json r = m.apply(0, d0);
+  CHECK(r["changes"]["created"] == false);
+  CHECK(r["changes"]["peers_added"] == 1);
+  m.apply(1, m.doc(1, true));
+  // The interface lives in the pod namespace, its UDP socket in the birthplace.
+  CHECK(run("ip -n " + pod + " link show " + m.ifn[0]).rc == 0);
+  CHECK(run("ip -n " + m.ns[0] + " link show " + m.ifn[0] + " 2>/dev/null").rc != 0);
+  CHECK(run("ip netns exec " + m.ns[0] + " ss -Hulpn 'sport = :51820'").out.find("wireguard-go") !=
+        std::string::npos);
+  CHECK(run("ip netns exec " + pod + " ss -Hulpn 'sport = :51820'").out.empty());
+  CHECK(run("ip netns exec " + pod + " ping -n -q -c 2 -i 0.2 -W 2 10.42.0.2 >/dev/null 2>&1").rc == 0);
+  CHECK(m.ping(1, 0));
+  auto shown = run("ip netns exec " + m.ns[0] + " " + agent() + " mesh show --json --interface " + m.ifn[0] +
+                   " --netns " + pod + " 2>/dev/null");
+  REQUIRE(shown.rc == 0);
+  CHECK(json::parse(shown.out)["peers"].size() == 1);
+  CHECK(run("ip netns exec " + m.ns[0] + " " + agent() + " mesh down --interface " + m.ifn[0] + " --netns " + pod +
+            " 2>/dev/null")
+            .rc == 0);
+  CHECK(run("ip -n " + pod + " link show " + m.ifn[0] + " 2>/dev/null").rc != 0);
+  CHECK(m.wg_pid(0).empty());
+}
+
+TEST_CASE("invalid file: named field, nothing touched", "[netns]") {
+  Mesh m(1);
+  json d = m.doc(0, false);
+  d["peers"] = {{{"public_key", "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo="}, {"endpoint", "nope"},
+                 {"allowed_ips", {"10.42.0.2/32"}}}};
+  std::string f = m.dir + "/bad.json";
+  write_file(f, d.dump());
+  auto o = run("ip netns exec " + m.ns[0] + " " + agent() + " mesh apply --file " + f + " 2>&1");
+  CHECK(o.rc == 2);
+  CHECK_THAT(o.out, Catch::Contains("peers[0].endpoint: `nope': expected IPv4:port or [IPv6]:port"));
+  CHECK(run("ip -n " + m.ns[0] + " link show " + m.ifn[0] + " 2>/dev/null").rc != 0);
+}
