@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "agent/server.hpp"
 
+#include <fcntl.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
@@ -248,6 +249,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
 void Server::Impl::do_accept() {
   acceptor.async_accept(asio::make_strand(ioc), [self = shared_from_this()](beast::error_code ec, tcp::socket sock) {
+    if (!ec) ::fcntl(sock.native_handle(), F_SETFD, FD_CLOEXEC);  // see start(): children must not hold it
     if (ec) {
       if (self->stopped) return;
       fail(ec, "accept");
@@ -306,6 +308,9 @@ Result<uint16_t> Server::start() {
   tcp::endpoint ep(addr, hp->port);
   auto& a = impl_->acceptor;
   a.open(ep.protocol(), ec);
+  // Close-on-exec: processes we start (wireguard-go) outlive us and must not
+  // keep our listening port, or a restarted agent cannot bind it again.
+  if (!ec) ::fcntl(a.native_handle(), F_SETFD, FD_CLOEXEC);
   if (!ec) a.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) a.bind(ep, ec);
   if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
