@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace fa::test {
 
@@ -48,8 +49,8 @@ class AgentProcess {
   // `extra_yaml` is appended to a config with listen on 127.0.0.1:0 and the
   // state in dir/state.
   AgentProcess(const std::string& dir, const std::string& extra_yaml, bool wait_ready = true,
-               const std::string& listen = "127.0.0.1:0")
-      : dir_(dir) {
+               const std::string& listen = "127.0.0.1:0", std::vector<std::string> env = {})
+      : dir_(dir), env_(std::move(env)) {
     config_ = dir + "/agent.yaml";
     log_ = dir + "/agent.log";
     std::ofstream(config_) << "listen: \"" << listen << "\"\nstate_dir: " << dir << "/state\nlog_level: debug\n"
@@ -65,6 +66,7 @@ class AgentProcess {
       int fd = ::open(log_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
       ::dup2(fd, 2);
       ::dup2(fd, 1);
+      for (auto& e : env_) ::putenv(e.data());
       std::string bin = agent_binary();
       ::execl(bin.c_str(), bin.c_str(), "run", "--config", config_.c_str(), nullptr);
       ::_exit(127);
@@ -141,6 +143,7 @@ class AgentProcess {
 
  private:
   std::string dir_, config_, log_;
+  std::vector<std::string> env_;
   pid_t pid_ = -1;
   int port_ = 0;
   size_t scan_from_ = 0;

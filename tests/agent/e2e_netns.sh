@@ -72,7 +72,7 @@ overlay:
   interface: ${IFN[$n]}
   backend: userspace
   public_address: ${IP[$n]}
-refresh_interval: 5s
+refresh_interval: 1h   # so that a refresh seen below comes from an rtnetlink event
 EOF
 done
 # One token for the whole demo cluster, as a control plane would provision.
@@ -116,6 +116,22 @@ if [ "$DEMO" = 1 ]; then
   ip netns exec "${NS[a]}" "$BIN" status --config "$WORK/a/agent.yaml"
 fi
 
+metric() {  # node name -> value
+  ip netns exec "$HUB" curl -s -H "Authorization: Bearer $(cat "$WORK/token")" "http://${IP[$1]}:7471/metrics" |
+    awk -v m="$2" '$1==m {print $2}'
+}
+say "an rtnetlink event (a new link in a's namespace) triggers a refresh"
+r0=$(metric a fabric_agent_refreshes_total)
+ip -n "${NS[a]}" link add ev0 type veth peer name ev1
+for _ in $(seq 1 100); do
+  r1=$(metric a fabric_agent_refreshes_total)
+  [ "$r1" -gt "$r0" ] && break
+  sleep 0.1
+done
+[ "$r1" -gt "$r0" ] || fail "no refresh after a link event"
+ip -n "${NS[a]}" link del ev0
+echo "refreshes: $r0 -> $r1"
+
 peers_of() { ip netns exec "${NS[$1]}" wg show "${IFN[$1]}" peers | sort; }
 
 say "kill -9 agent b while a pings b over the overlay"
@@ -135,9 +151,12 @@ grep -q "adopted persisted mesh of cluster demo" "$WORK/b/agent.log" || fail "b 
 grep "adopted persisted mesh" "$WORK/b/agent.log" | tail -n 1
 echo "interface adopted, peers unchanged, no packet lost"
 
-say "corrupt agent c's state file and restart it"
-kill -9 "${PID[c]}"
-wait "${PID[c]}" 2>/dev/null || true
+say "SIGTERM agent c: the mesh stays up; then corrupt its state file and restart it"
+kill -TERM "${PID[c]}"
+wait "${PID[c]}" || fail "agent c did not exit 0 on SIGTERM"
+grep -q "SIGTERM: stopping; the mesh stays up" "$WORK/c/agent.log" || fail "no SIGTERM log line"
+ip netns exec "${NS[c]}" wg show "${IFN[c]}" >/dev/null || fail "interface of c gone after SIGTERM"
+ip netns exec "${NS[a]}" ping -c 2 -i 0.2 -W 2 -q 10.42.0.3 >/dev/null || fail "a cannot reach c with c's agent stopped"
 printf 'not json{' > "$WORK/c/state/state.json"
 start_agent c 2
 grep -q "is corrupt (not valid JSON); moved it to" "$WORK/c/agent.log" || fail "no log line for the corrupt state"

@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 
 #include <future>
@@ -325,4 +326,73 @@ TEST_CASE("server: TLS and mutual TLS", "[server][tls]") {
          "/v1/status",
      &rc);
   CHECK(rc != 0);
+}
+
+TEST_CASE("server: connections over the cap are closed at once", "[server]") {
+  TempDir d;
+  AgentProcess a(d.path, "api: {max_connections: 2, idle_timeout: 60s}\n");
+  // Two kept-alive connections, each proven accepted by a full exchange.
+  auto open_one = [&] {
+    int fd = connect_loopback(a.port());
+    const std::string req = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    REQUIRE(::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size()));
+    char buf[1024];
+    REQUIRE(::recv(fd, buf, sizeof buf, 0) > 0);
+    return fd;
+  };
+  int c1 = open_one(), c2 = open_one();
+  int c3 = connect_loopback(a.port());
+  char buf[64];
+  pollfd p{c3, POLLIN, 0};
+  REQUIRE(::poll(&p, 1, 10000) == 1);
+  CHECK(::recv(c3, buf, sizeof buf, 0) <= 0);  // closed without an answer
+  ::close(c3);
+  ::close(c1);
+  // A slot frees up once the server sees the close.
+  bool served = false;
+  for (int i = 0; i < 100 && !served; ++i) {
+    int fd = connect_loopback(a.port());
+    const std::string req = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+    pollfd q{fd, POLLIN, 0};
+    if (::poll(&q, 1, 2000) == 1 && ::recv(fd, buf, sizeof buf, 0) > 0) served = true;
+    ::close(fd);
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CHECK(served);
+  ::close(c2);
+  CHECK(a.log().find("connection cap (2) reached") != std::string::npos);
+}
+
+TEST_CASE("server: sd_notify READY after startup, watchdog pings", "[server]") {
+  TempDir d;
+  const std::string sock_path = d.path + "/notify.sock";
+  int s = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  REQUIRE(s >= 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sock_path.c_str());
+  REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
+  AgentProcess a(d.path, "", true, "127.0.0.1:0", {"NOTIFY_SOCKET=" + sock_path, "WATCHDOG_USEC=400000"});
+  std::string all;
+  bool ready = false;
+  int watchdogs = 0;
+  for (int i = 0; i < 100 && (!ready || watchdogs < 2); ++i) {
+    pollfd p{s, POLLIN, 0};
+    if (::poll(&p, 1, 100) != 1) continue;
+    char buf[512];
+    ssize_t n = ::recv(s, buf, sizeof buf, 0);
+    if (n <= 0) continue;
+    std::string msg(buf, static_cast<size_t>(n));
+    all += msg + "|";
+    if (msg.find("READY=1") != std::string::npos) ready = true;
+    if (msg.find("WATCHDOG=1") != std::string::npos && ready) ++watchdogs;
+  }
+  ::close(s);
+  INFO(all);
+  CHECK(ready);
+  CHECK(watchdogs >= 2);
+  CHECK(a.log().find("systemd watchdog every 400 ms (pinging at half)") != std::string::npos);
+  // READY comes after the first discovery and after listening.
+  CHECK(a.log().find("listening on") < a.log().find("ready (generation 1)"));
 }
