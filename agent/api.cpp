@@ -3,6 +3,8 @@
 
 #include <charconv>
 
+#include "agent/rdma_service.hpp"
+
 namespace fa::agent {
 
 using nlohmann::json;
@@ -81,6 +83,23 @@ Response method_not_allowed(const Request& req, const char* allow) {
                             "", req.version(), req.keep_alive());
   res.set(http::field::allow, allow);
   return res;
+}
+
+// The JSON body of a PUT/POST: 415 for another media type, 400 when not
+// JSON. An empty body reads as {} where `empty_ok`.
+std::variant<json, Response> json_body(const Request& req, bool empty_ok) {
+  if (empty_ok && req.body().empty()) return json::object();
+  std::string_view ct = sv(req[http::field::content_type]);
+  std::string_view base = ct.substr(0, ct.find(';'));
+  while (!base.empty() && base.back() == ' ') base.remove_suffix(1);
+  if (base != kJson)
+    return Api::error(415, "unsupported_media_type",
+                      "Content-Type '" + std::string(ct) + "' is not accepted; accepted: application/json", "Content-Type",
+                      req.version(), req.keep_alive());
+  json doc = json::parse(req.body(), nullptr, false);
+  if (doc.is_discarded())
+    return Api::error(400, "malformed_json", "the request body is not valid JSON", "", req.version(), req.keep_alive());
+  return doc;
 }
 
 }  // namespace
@@ -180,16 +199,9 @@ Outcome Api::handle(const Request& req, const RequestContext& ctx) const {
       case http::verb::delete_:
         return Deferred{[core, req] { return from_result(core->delete_mesh(), req); }};
       case http::verb::put: {
-        std::string_view ct = sv(req[http::field::content_type]);
-        std::string_view base = ct.substr(0, ct.find(';'));
-        while (!base.empty() && base.back() == ' ') base.remove_suffix(1);
-        if (base != kJson)
-          return error(415, "unsupported_media_type",
-                       "Content-Type '" + std::string(ct) + "' is not accepted; accepted: application/json", "Content-Type",
-                       ver, ka);
-        json doc = json::parse(req.body(), nullptr, false);
-        if (doc.is_discarded())
-          return error(400, "malformed_json", "the request body is not valid JSON", "", ver, ka);
+        auto parsed = json_body(req, false);
+        if (auto* r = std::get_if<Response>(&parsed)) return std::move(*r);
+        json doc = std::move(std::get<json>(parsed));
         if (!doc.is_object())
           return error(422, "validation_failed", "the mesh document must be a JSON object", "", ver, ka);
         return Deferred{[core, req, doc = std::move(doc)] { return from_result(core->put_mesh(doc), req); }};
@@ -204,9 +216,30 @@ Outcome Api::handle(const Request& req, const RequestContext& ctx) const {
     return json_response(200, core_.pods(), req);
   }
 
-  if (path == "/v1/probes/rdma/serve" || path == "/v1/probes/rdma/run") {
+  if (path == "/v1/probes/rdma/serve") {
+    RdmaService* rdma = &core_.rdma();
+    switch (req.method()) {
+      case http::verb::get:
+        return from_result(rdma->serve_status(), req);
+      case http::verb::delete_:
+        return Deferred{[rdma, req] { return from_result(rdma->serve_stop(), req); }, true};
+      case http::verb::post: {
+        auto parsed = json_body(req, true);
+        if (auto* r = std::get_if<Response>(&parsed)) return std::move(*r);
+        return Deferred{[rdma, req, doc = std::get<json>(parsed)] { return from_result(rdma->serve_start(doc), req); },
+                        true};
+      }
+      default:
+        return method_not_allowed(req, "GET, POST, DELETE");
+    }
+  }
+
+  if (path == "/v1/probes/rdma/run") {
     if (req.method() != http::verb::post) return method_not_allowed(req, "POST");
-    return error(503, "unavailable", "the RDMA link probe (probes/rdma/) is not part of this build", "", ver, ka);
+    auto parsed = json_body(req, false);
+    if (auto* r = std::get_if<Response>(&parsed)) return std::move(*r);
+    RdmaService* rdma = &core_.rdma();
+    return Deferred{[rdma, req, doc = std::get<json>(parsed)] { return from_result(rdma->run(doc), req); }, true};
   }
 
   return error(404, "not_found", "no such endpoint: " + std::string(path), "", ver, ka);

@@ -34,6 +34,9 @@ struct RequestContext {
 
 struct Deferred {
   std::function<Response()> work;
+  // Seconds-long work (an RDMA probe run) goes to its own lane, so mesh
+  // operations and refreshes do not queue behind it.
+  bool long_running = false;
 };
 
 struct LongPoll {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "agent/rdma_service.hpp"
 #include "common/log.hpp"
 
 namespace fa::agent {
@@ -71,6 +72,7 @@ Core::Core(Config cfg, std::unique_ptr<Discovery> discovery, std::unique_ptr<Mes
     : cfg_(std::move(cfg)),
       discovery_(std::move(discovery)),
       mesh_(std::move(mesh)),
+      rdma_(std::make_unique<RdmaService>([this] { return config(); })),
       instance_(random_instance()),
       started_(std::chrono::system_clock::now()) {
   auto s = std::make_shared<Snapshot>();

@@ -30,6 +30,8 @@
 
 namespace fa::agent {
 
+class RdmaService;
+
 // What /v1/status serves for one generation. The body holds only what moves
 // the generation (no counters, byte counts or handshake times: those change
 // every second and live in /metrics and GET /v1/mesh), so a control plane
@@ -90,6 +92,7 @@ class Core {
   // SIGHUP: new config (values read per use) and discovery built from it.
   void reconfigure(Config c, std::unique_ptr<Discovery> discovery);
 
+  RdmaService& rdma() { return *rdma_; }
   ApiMetrics& api_metrics() { return api_metrics_; }
   const std::string& instance() const { return instance_; }
   std::chrono::system_clock::time_point started() const { return started_; }
@@ -124,6 +127,7 @@ class Core {
   Token token_;
 
   ApiMetrics api_metrics_;
+  std::unique_ptr<RdmaService> rdma_;
   std::string instance_;
   std::chrono::system_clock::time_point started_;
   std::atomic<uint64_t> refreshes_{0}, refresh_failures_{0};

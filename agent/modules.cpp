@@ -7,6 +7,7 @@
 #include "common/fs.hpp"
 
 #include "overlay/overlay.hpp"
+#include "probes/cli.hpp"
 #include "probes/inspect.hpp"
 
 namespace fa::agent {
@@ -14,13 +15,7 @@ namespace fa::agent {
 namespace {
 class ProbesDiscovery final : public Discovery {
  public:
-  explicit ProbesDiscovery(const Config& c) {
-    opt_.sysfs_root = c.sysfs_root;
-    opt_.provider_id = c.provider_id;
-    opt_.fabric_netdev = c.fabric.netdev;
-    opt_.hcas = c.fabric.hcas;
-    opt_.socket_ifname = c.overlay.interface;
-  }
+  explicit ProbesDiscovery(const Config& c) : opt_(probes::options_from_config(c)) {}
   Result<nlohmann::json> discover() override { return probes::to_json(probes::discover(opt_)); }
 
  private:

@@ -49,6 +49,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
 
   asio::io_context& ioc;
   asio::thread_pool& worker;
+  asio::thread_pool probe_lane{1};
   Core& core;
   Api api;
   ServerOptions opt;
@@ -145,7 +146,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   void dispatch(Outcome o) {
     if (auto* r = std::get_if<Response>(&o)) return send(std::move(*r));
     if (auto* d = std::get_if<Deferred>(&o)) {
-      asio::post(srv_->worker, [self = this->shared_from_this(), work = std::move(d->work)]() mutable {
+      auto& pool = d->long_running ? srv_->probe_lane : srv_->worker;
+      asio::post(pool, [self = this->shared_from_this(), work = std::move(d->work)]() mutable {
         Response res = work();
         asio::post(self->stream_.get_executor(),
                    [self, res = std::move(res)]() mutable { self->send(std::move(res)); });
