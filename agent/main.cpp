@@ -10,6 +10,7 @@
 #include "agent/cli.hpp"
 #include "overlay/cli.hpp"
 #include "probes/cli.hpp"
+#include "probes/rdma/cli.hpp"
 
 namespace {
 
@@ -30,6 +31,7 @@ const Command kCommands[] = {
     {"cluster", "cluster form --agent URL...: check a set of agents and form their mesh", fa::agent::cmd_cluster},
     {"inspect", "one discovery pass: HCAs, GIDs, GPUs, fabric identity, NCCL env", fa::probes::cmd_inspect},
     {"mesh", "WireGuard overlay: mesh apply --file F | show [--json] | down", fa::overlay::cmd_mesh},
+    {"probe", "RDMA link probe between two agents: probe rdma serve|run", fa::rdma::cmd_probe},
     {"version", "print the version", cmd_version},
 };
 

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <chrono>
 #include <set>
 
 #include "common/fs.hpp"
@@ -107,6 +108,7 @@ Result<Located> locate(const std::string& ifname, const std::string& uapi_dir) {
 Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
   auto log = fa::logger("overlay");
   const std::string& ifname = m.interface;
+  auto t0 = std::chrono::steady_clock::now();
 
   // Everything that can be checked without touching the interface first.
   std::optional<Key> file_key;
@@ -196,13 +198,25 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
     guard = std::move(*g);
   }
 
-  auto li = rtnl_get_link(ifname);
-  if (!li) return li.take_error();
-  if (!*li) return Error{ifname + " vanished while being configured", ENODEV};
-  LinkInfo link = **li;
+  // An adopted link in this namespace was just read; a new or moved one is
+  // read again where it now lives.
+  LinkInfo link;
+  if (found && !created && !moved && !ns) {
+    link = *found;
+  } else {
+    auto li = rtnl_get_link(ifname);
+    if (!li) return li.take_error();
+    if (!*li) return Error{ifname + " vanished while being configured", ENODEV};
+    link = **li;
+  }
 
+  auto ms = [&] {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  log->debug("{}: located at {:.2f} ms", ifname, ms());
   auto be = make_backend(chosen, opt.uapi_dir);
   auto cur = be->get_device(ifname);
+  log->debug("{}: device read at {:.2f} ms ({} peers)", ifname, ms(), cur ? cur->peers.size() : 0);
   if (!cur) return Error{ifname + ": read device: " + cur.error().message, cur.error().sys_errno};
 
   Device want;
@@ -235,6 +249,10 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
     want.peers.push_back(std::move(p));
   }
   Device change = diff(*cur, want);
+  // What the device holds once the change lands; reported without a second
+  // read, which would cost as much as the first on a 1000-peer device.
+  Device after = merge(*cur, change);
+  if (cur->private_key) wipe(*cur->private_key);
   wipe(*want.private_key);
   int added = 0, removed = 0, updated = 0;
   for (const auto& p : change.peers) (p.remove ? removed : p.update_only ? updated : added)++;
@@ -246,6 +264,7 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
               change.listen_port ? ", listen port " + std::to_string(*change.listen_port) : "");
   }
 
+  log->debug("{}: device set at {:.2f} ms", ifname, ms());
   bool link_changed = false;
   if (m.mtu && link.mtu != *m.mtu) {
     if (auto s = rtnl_set_mtu(ifname, *m.mtu); !s) return s.take_error();
@@ -273,12 +292,14 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
     link_changed = true;
   }
 
-  auto now = be->get_device(ifname);
-  if (!now) return now.take_error();
-  auto li2 = rtnl_get_link(ifname);
-  if (!li2) return li2.take_error();
-  json doc = show_doc(ifname, chosen, *now, li2->value_or(link));
-  if (now->private_key) wipe(*now->private_key);
+  log->debug("{}: link done at {:.2f} ms", ifname, ms());
+  if (after.private_key) wipe(*after.private_key);
+  if (link_changed) {
+    auto li2 = rtnl_get_link(ifname);
+    if (!li2) return li2.take_error();
+    if (*li2) link = **li2;
+  }
+  json doc = show_doc(ifname, chosen, after, link);
   doc["changes"] = {{"created", created},
                     {"moved", moved},
                     {"backend_reason", reason},
@@ -286,7 +307,10 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
                     {"peers_removed", removed},
                     {"peers_updated", updated},
                     {"device_changed", !is_noop(change)},
-                    {"link_changed", link_changed}};
+                    {"link_changed", link_changed},
+                    {"elapsed_us", std::chrono::duration_cast<std::chrono::microseconds>(
+                                       std::chrono::steady_clock::now() - t0)
+                                       .count()}};
   return doc;
 }
 

@@ -4,7 +4,9 @@
 #include "overlay/cli.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 
+#include "common/log.hpp"
 #include "common/cli.hpp"
 #include "common/fs.hpp"
 #include "overlay/overlay.hpp"
@@ -69,13 +71,26 @@ int do_apply(const std::vector<std::string>& argv) {
   }
   ParseOptions po;
   po.overlay_cidr = a->get_or("overlay-cidr", po.overlay_cidr);
-  // JSON is YAML, so one parser serves both spellings of the file.
-  auto parsed = parse_desired_yaml(*text, po);
+  // JSON is YAML, so the YAML parser would read both; a JSON document goes
+  // through the JSON parser, several times faster on a 1000-peer file.
+  auto first = text->find_first_not_of(" \t\r\n");
+  ParseResult parsed;
+  if (first != std::string::npos && (*text)[first] == '{') {
+    try {
+      parsed = parse_desired(nlohmann::json::parse(*text), po);
+    } catch (const nlohmann::json::parse_error& e) {
+      std::fprintf(stderr, "%s: JSON syntax error at byte %zu: %s\n", file->c_str(), e.byte, e.what());
+      return 2;
+    }
+  } else {
+    parsed = parse_desired_yaml(*text, po);
+  }
   if (!parsed.ok()) {
     for (const auto& e : parsed.errors) std::fprintf(stderr, "%s: %s\n", file->c_str(), e.str().c_str());
     std::fprintf(stderr, "fabric-agent mesh apply: %zu error(s), nothing changed\n", parsed.errors.size());
     return 2;
   }
+  if (const char* lvl = std::getenv("FA_LOG_LEVEL")) set_log_level(lvl);
   auto r = apply(*parsed.mesh, opt);
   if (!r) {
     std::fprintf(stderr, "fabric-agent mesh apply: %s\n", r.error().message.c_str());

@@ -183,4 +183,53 @@ bool is_noop(const Device& ch) {
   return !ch.private_key && !ch.listen_port && !ch.fwmark && !ch.replace_peers && ch.peers.empty();
 }
 
+Device merge(const Device& cur, const Device& ch) {
+  Device d = cur;
+  if (ch.private_key) {
+    d.private_key = ch.private_key;
+    d.public_key.reset();
+    if (auto pub = public_key_of(*ch.private_key)) d.public_key = *pub;
+  }
+  if (ch.listen_port) d.listen_port = ch.listen_port;
+  if (ch.fwmark) d.fwmark = ch.fwmark;
+  if (ch.replace_peers) d.peers.clear();
+  std::map<Key, size_t> idx;
+  for (size_t i = 0; i < d.peers.size(); ++i) idx[d.peers[i].public_key] = i;
+  std::vector<bool> gone(d.peers.size(), false);
+  for (const auto& c : ch.peers) {
+    auto it = idx.find(c.public_key);
+    if (c.remove) {
+      if (it != idx.end()) {
+        gone[it->second] = true;
+        idx.erase(it);
+      }
+      continue;
+    }
+    if (it == idx.end()) {
+      if (c.update_only) continue;
+      Peer p;
+      p.public_key = c.public_key;
+      p.persistent_keepalive = 0;
+      idx[c.public_key] = d.peers.size();
+      d.peers.push_back(p);
+      gone.push_back(false);
+      it = idx.find(c.public_key);
+    }
+    Peer& p = d.peers[it->second];
+    if (c.endpoint) p.endpoint = c.endpoint;
+    if (c.persistent_keepalive) p.persistent_keepalive = c.persistent_keepalive;
+    if (c.replace_allowed_ips) p.allowed_ips.clear();
+    for (const auto& a : c.allowed_ips) {
+      IpPrefix n = a.network();
+      if (std::find(p.allowed_ips.begin(), p.allowed_ips.end(), n) == p.allowed_ips.end()) p.allowed_ips.push_back(n);
+    }
+  }
+  std::vector<Peer> kept;
+  kept.reserve(d.peers.size());
+  for (size_t i = 0; i < d.peers.size(); ++i)
+    if (!gone[i]) kept.push_back(std::move(d.peers[i]));
+  d.peers = std::move(kept);
+  return d;
+}
+
 }  // namespace fa::overlay

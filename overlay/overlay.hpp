@@ -110,6 +110,10 @@ struct Device {
 Device diff(const Device& current, const Device& desired);
 // True when applying `change` would touch nothing.
 bool is_noop(const Device& change);
+// Pure: `current` with `change` applied, as WireGuard applies a set request
+// (replace_peers, remove, update_only, replace_allowed_ips). apply() uses it
+// to report the result without reading a large device back.
+Device merge(const Device& current, const Device& change);
 
 // ------------------------------------------------------- desired state ---
 

@@ -183,6 +183,7 @@ std::string to_table(const Report& r) {
     appendf(out, "%-10s %-4s %-7s %-10s %-10s %7s %6s %-14s %s\n", "HCA", "PORT", "STATE", "PHYS", "LINK", "GB/S", "LID",
         "NETDEV", "FABRIC");
     for (const auto& h : r.hcas) {
+      if (h.ports.empty()) appendf(out, "%-10s (no readable ports)\n", h.name.c_str());
       for (const auto& p : h.ports) {
         std::string key = h.name + ":" + std::to_string(p.port);
         bool in = std::find(f.ports.begin(), f.ports.end(), key) != f.ports.end();

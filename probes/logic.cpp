@@ -262,7 +262,10 @@ Selection select_fabric(const std::vector<Hca>& hcas, const NetState& net,
       }
       bool active = p.state == "ACTIVE";
       if (p.link_layer == "InfiniBand") {
-        if (!active) continue;  // a DOWN IB port has no SM and no fabric to name
+        if (!active) {  // a DOWN IB port has no SM and no fabric to name
+          excluded.push_back(key + ": " + (p.state.empty() ? "state unknown" : p.state));
+          continue;
+        }
         const Gid* g0 = nullptr;
         for (const auto& g : p.gids)
           if (g.index == 0) g0 = &g;
@@ -419,6 +422,7 @@ Selection select_fabric(const std::vector<Hca>& hcas, const NetState& net,
       reason("fabric", "InfiniBand: " + nports + " on subnet prefix " + best->subnet_prefix + ", SM LID " +
                            std::to_string(best->sm_lid) + "; SM GUID unknown, so no fabric id");
     }
+    if (!excluded.empty()) out.reasons.back().second += "; not taken: " + join(excluded, "; ");
     reason("NCCL_IB_HCA", "the " + nports + " of the InfiniBand fabric, '=' for exact names (NCCL prefix-matches "
                           "otherwise), natural order");
     reason("NCCL_IB_GID_INDEX", "not set: InfiniBand ports are LID-routed");

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <vector>
 
+#include "common/fs.hpp"
+
 namespace fa::probes {
 namespace {
 
@@ -35,6 +37,12 @@ class UmadPort {
 
 Result<smp::SmInfo> query_sminfo(const std::string& ca, int port, uint32_t sm_lid, int timeout_ms, int retries) {
   std::string where = ca + ":" + std::to_string(port);
+  // libibumad prints its own complaint to stderr when ib_umad is missing;
+  // check first and say it once, in our words.
+  if (auto abi = read_text_file("/sys/class/infiniband_mad/abi_version"); !abi)
+    return Error{"SMInfo via " + where + ": libibumad unavailable (" + abi.error().message +
+                     "); is the ib_umad module loaded?",
+                 abi.error().sys_errno};
   if (umad_init() < 0) return Error{"SMInfo via " + where + ": umad_init failed (libibumad unusable)", EIO};
   int fd = umad_open_port(ca.c_str(), port);
   if (fd < 0)

@@ -125,3 +125,29 @@ TEST_CASE("diff: keepalive, key and port changes", "[diff]") {
   CHECK(ch.peers[0].persistent_keepalive == 25);
   CHECK_FALSE(ch.peers[0].endpoint);
 }
+
+TEST_CASE("merge(current, diff(current, desired)) holds the desired peers", "[diff]") {
+  Device cur = dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"}),
+                    peer(4, "192.0.2.4:51820", {"10.42.0.5/32"}, 25)});
+  Device want = dev({peer(1, "192.0.2.9:51820", {"10.42.0.2/32", "10.42.0.66/32"}),
+                     peer(3, "[2001:db8::3]:51820", {"10.42.0.4/32"}), peer(4, "192.0.2.4:51820", {"10.42.0.5/32"})});
+  want.listen_port = 4000;
+  Device got = merge(cur, diff(cur, want));
+  CHECK(got.listen_port == 4000);
+  CHECK(is_noop(diff(got, want)));
+  REQUIRE(got.peers.size() == 3);
+  CHECK(got.peers[2].public_key == key(3));
+  CHECK(got.peers[0].allowed_ips.size() == 2);
+  CHECK(got.peers[1].persistent_keepalive == 0);
+  // update_only never creates a peer; remove of an unknown peer is harmless.
+  Device ch;
+  Peer ghost;
+  ghost.public_key = key(77);
+  ghost.update_only = true;
+  ghost.endpoint = ep("192.0.2.77:1");
+  Peer rm;
+  rm.public_key = key(78);
+  rm.remove = true;
+  ch.peers = {ghost, rm};
+  CHECK(merge(cur, ch).peers.size() == 3);
+}

@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# bench/mesh: the agent's `mesh apply` against the anchor `wg setconf`, both
+# driving the same backend (wireguard-go here: the host kernel has no
+# WireGuard; run it in the lab VM for the kernel backend), in network
+# namespaces this script creates and removes.
+#
+#   bench/mesh/run.sh [FABRIC_AGENT_BINARY]      (root; env RUNS=5, BACKEND=userspace)
+#
+# Prints, for 250 and 1000 peers, the median time to push the whole peer set
+# onto an up interface with no peers (agent: the full `mesh apply` process,
+# i.e. parse + read + diff + set + link checks + read-back; wg: `wg setconf`),
+# and the ratio agent/wg (target <= 1.0). Then, in a 250-peer mesh where two
+# of the peers are real nodes with live sessions: the time of a one-peer
+# endpoint change (process wall time and the library's own elapsed_us;
+# target < 5 ms) and how many other peers had their session reset (target 0).
+set -euo pipefail
+
+AGENT=${1:-build/agent/fabric-agent}
+AGENT=$(readlink -f "$AGENT")
+RUNS=${RUNS:-5}
+BACKEND=${BACKEND:-userspace}
+T=$$
+NS=fabm$T
+IF=fbm${T}a
+DIR=$(mktemp -d /tmp/fa-bench-mesh.XXXXXX)
+
+cleanup() {
+  for n in a b c; do
+    ip netns exec ${NS}$n "$AGENT" mesh down --interface fbm${T}$n >/dev/null 2>&1 || true
+    ip netns del ${NS}$n 2>/dev/null || true
+  done
+  ip netns del ${NS}br 2>/dev/null || true
+  rm -rf "$DIR"
+}
+trap cleanup EXIT
+
+now_ns() { date +%s%N; }
+median() { sort -n | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.2f", m/1e6}'; }
+
+# Underlay: three namespaces on a bridge; node a is the one measured.
+ip netns add ${NS}br
+ip -n ${NS}br link add br0 type bridge && ip -n ${NS}br link set br0 up
+i=0
+for n in a b c; do
+  i=$((i + 1))
+  ip netns add ${NS}$n
+  ip -n ${NS}$n link set lo up
+  ip -n ${NS}br link add v$n type veth peer name eth0 netns ${NS}$n
+  ip -n ${NS}br link set v$n master br0 up
+  ip -n ${NS}$n addr add 192.168.78.$i/24 dev eth0
+  ip -n ${NS}$n link set eth0 up
+done
+inA() { ip netns exec ${NS}a "$@"; }
+
+# N synthetic peers: random 32-byte public keys, one /32 each in 10.64/16.
+gen_peers() {
+  local n=$1 out=$2
+  : >"$out"
+  for ((k = 0; k < n; k++)); do
+    printf '%s 192.0.%d.%d:51820 10.64.%d.%d/32\n' "$(head -c32 /dev/urandom | base64)" \
+      $((k / 250)) $((k % 250 + 1)) $((k / 250 + 1)) $((k % 250 + 1)) >>"$out"
+  done
+}
+# Desired-state JSON for node a with the peers of file $1 (may be empty).
+mesh_json() {
+  local peers=$1
+  {
+    printf '{"cluster_id":"bench","interface":"%s","address":"10.64.0.1/16","listen_port":51820,"peers":[' "$IF"
+    awk '{printf "%s{\"public_key\":\"%s\",\"endpoint\":\"%s\",\"allowed_ips\":[\"%s\"]}", (NR>1?",":""), $1, $2, $3}' "$peers"
+    printf ']}\n'
+  }
+}
+wg_conf() {
+  local peers=$1
+  printf '[Interface]\nPrivateKey = %s\nListenPort = 51820\n' "$(cat "$DIR/priv")"
+  awk '{printf "\n[Peer]\nPublicKey = %s\nEndpoint = %s\nAllowedIPs = %s\n", $1, $2, $3}' "$peers"
+}
+apply_a() { inA "$AGENT" mesh apply --overlay-cidr 10.64.0.0/16 --backend "$BACKEND" --json --file "$1" 2>/dev/null; }
+
+: >"$DIR/none"
+mesh_json "$DIR/none" >"$DIR/empty.json"
+apply_a "$DIR/empty.json" >/dev/null
+# The anchor needs the private key in a file; for the benchmark only, read
+# it from the live interface (wg showconf) and keep it in the temp dir.
+inA wg showconf "$IF" | awk '/^PrivateKey/ {print $3}' >"$DIR/priv"
+chmod 600 "$DIR/priv"
+
+echo "backend: $BACKEND, runs: $RUNS (median of each)"
+printf '%-8s %12s %12s %8s\n' peers agent_ms wg_ms ratio
+for N in 250 1000; do
+  gen_peers "$N" "$DIR/p$N"
+  mesh_json "$DIR/p$N" >"$DIR/m$N.json"
+  wg_conf "$DIR/p$N" >"$DIR/w$N.conf"
+  wg_conf "$DIR/none" >"$DIR/w0.conf"
+  : >"$DIR/ta"
+  : >"$DIR/tw"
+  for ((r = 0; r < RUNS; r++)); do
+    apply_a "$DIR/empty.json" >/dev/null
+    t0=$(now_ns)
+    apply_a "$DIR/m$N.json" >"$DIR/out.json"
+    t1=$(now_ns)
+    echo $((t1 - t0)) >>"$DIR/ta"
+    got=$(inA wg show "$IF" peers | wc -l)
+    [ "$got" -eq "$N" ] || { echo "agent left $got peers, expected $N" >&2; exit 1; }
+    inA wg setconf "$IF" "$DIR/w0.conf"
+    t0=$(now_ns)
+    inA wg setconf "$IF" "$DIR/w$N.conf"
+    t1=$(now_ns)
+    echo $((t1 - t0)) >>"$DIR/tw"
+    got=$(inA wg show "$IF" peers | wc -l)
+    [ "$got" -eq "$N" ] || { echo "wg left $got peers, expected $N" >&2; exit 1; }
+  done
+  a=$(median <"$DIR/ta")
+  w=$(median <"$DIR/tw")
+  printf '%-8s %12s %12s %8s\n' "$N" "$a" "$w" "$(awk -v a="$a" -v w="$w" 'BEGIN {printf "%.2f", a/w}')"
+done
+
+# One-peer change in a 250-peer mesh with two live sessions (nodes b, c).
+for n in b c; do
+  ip netns exec ${NS}$n "$AGENT" mesh apply --overlay-cidr 10.64.0.0/16 --backend "$BACKEND" --json --file /dev/stdin \
+    >"$DIR/$n.out" 2>/dev/null <<JSON
+{"cluster_id":"bench","interface":"fbm${T}$n","address":"10.64.200.$([ $n = b ] && echo 2 || echo 3)/16","peers":[]}
+JSON
+done
+pubA=$(inA wg show "$IF" public-key)
+pubB=$(ip netns exec ${NS}b wg show fbm${T}b public-key)
+pubC=$(ip netns exec ${NS}c wg show fbm${T}c public-key)
+for n in b c; do
+  ip netns exec ${NS}$n "$AGENT" mesh apply --overlay-cidr 10.64.0.0/16 --backend "$BACKEND" --file /dev/stdin \
+    >/dev/null 2>&1 <<JSON
+{"cluster_id":"bench","interface":"fbm${T}$n","address":"10.64.200.$([ $n = b ] && echo 2 || echo 3)/16",
+ "peers":[{"public_key":"$pubA","endpoint":"192.168.78.1:51820","allowed_ips":["10.64.0.1/32"]}]}
+JSON
+done
+head -n 248 "$DIR/p250" >"$DIR/mix"
+echo "$pubB 192.168.78.2:51820 10.64.200.2/32" >>"$DIR/mix"
+echo "$pubC 192.168.78.3:51820 10.64.200.3/32" >>"$DIR/mix"
+mesh_json "$DIR/mix" >"$DIR/mix.json"
+apply_a "$DIR/mix.json" >/dev/null
+inA ping -n -q -c 1 -W 2 10.64.200.2 >/dev/null
+inA ping -n -q -c 1 -W 2 10.64.200.3 >/dev/null
+: >"$DIR/t1"
+: >"$DIR/t1lib"
+: >"$DIR/twset"
+resets=0
+for ((r = 0; r < RUNS; r++)); do
+  inA wg show "$IF" latest-handshakes | sort >"$DIR/hs.before"
+  sleep 1.1  # handshake times have one-second resolution
+  # Move synthetic peer 0 to a new endpoint, then back on the next run.
+  sed "1s/ [^ ]*:51820 / 198.51.100.$((r % 200 + 1)):5182$((r % 10)) /" "$DIR/mix" >"$DIR/mix2"
+  mesh_json "$DIR/mix2" >"$DIR/mix2.json"
+  t0=$(now_ns)
+  apply_a "$DIR/mix2.json" >"$DIR/one.json"
+  t1=$(now_ns)
+  echo $((t1 - t0)) >>"$DIR/t1"
+  grep -o '"elapsed_us": *[0-9]*' "$DIR/one.json" | grep -o '[0-9]*$' | awk '{print $1*1000}' >>"$DIR/t1lib"
+  grep -q '"peers_updated": 1' "$DIR/one.json" || { echo "one-peer change did not update exactly one peer" >&2; exit 1; }
+  # The anchor: the same kind of change with `wg set`.
+  key0=$(head -n1 "$DIR/mix" | cut -d' ' -f1)
+  t0=$(now_ns)
+  inA wg set "$IF" peer "$key0" endpoint 198.51.100.250:51829
+  t1=$(now_ns)
+  echo $((t1 - t0)) >>"$DIR/twset"
+  # Traffic to the live peers: a reset session would handshake anew.
+  inA ping -n -q -c 1 -W 2 10.64.200.2 >/dev/null
+  inA ping -n -q -c 1 -W 2 10.64.200.3 >/dev/null
+  inA wg show "$IF" latest-handshakes | sort >"$DIR/hs.after"
+  for k in "$pubB" "$pubC"; do
+    [ "$(grep "^$k" "$DIR/hs.before")" = "$(grep "^$k" "$DIR/hs.after")" ] || resets=$((resets + 1))
+  done
+  cp "$DIR/mix2" "$DIR/mix"
+done
+echo
+echo "one-peer endpoint change in a 250-peer mesh (2 live sessions, $RUNS changes):"
+echo "  agent mesh apply (process wall): $(median <"$DIR/t1") ms median"
+echo "  agent apply() library time:      $(median <"$DIR/t1lib") ms median (target < 5 ms)"
+echo "  wg set peer ... endpoint:        $(median <"$DIR/twset") ms median"
+echo "  sessions of other peers reset:   $resets (target 0)"
