@@ -396,3 +396,42 @@ TEST_CASE("token: created 0600, group-readable refused, constant-time compare by
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.error().message == "token file " + d.path + "/named-token: No such file or directory");
 }
+
+TEST_CASE("rdma probe endpoints: validation, serve state, a failed run is an answer", "[api][rdma]") {
+  Fixture f;
+  auto post = [&](const std::string& path, const std::string& body) {
+    return f.respond(f.req(http::verb::post, path, body));
+  };
+  Response no_peer = post("/v1/probes/rdma/run", R"({"hca":"mlx5_0:1","gid_index":3})");
+  CHECK(no_peer.result_int() == 422);
+  CHECK(error_of(no_peer)["field"] == "peer");
+  Response bad_size = post("/v1/probes/rdma/run", R"({"peer":"127.0.0.1","hca":"mlx5_0:1","gid_index":3,"size":"huge"})");
+  CHECK(bad_size.result_int() == 422);
+  CHECK(error_of(bad_size)["field"] == "size");
+  Response typo = post("/v1/probes/rdma/run", R"({"peer":"127.0.0.1","gid_idx":3})");
+  CHECK(typo.result_int() == 422);
+  CHECK(error_of(typo)["field"] == "gid_idx");
+  Response bad_gid = post("/v1/probes/rdma/serve", R"({"hca":"mlx5_0:1","gid_index":999})");
+  CHECK(bad_gid.result_int() == 422);
+  CHECK(error_of(bad_gid)["field"] == "gid_index");
+
+  Response status = f.respond(f.req(http::verb::get, "/v1/probes/rdma/serve"));
+  CHECK(status.result_int() == 200);
+  CHECK(json::parse(status.body())["serving"] == false);
+  // No such device on this machine: the listener cannot start, and says why.
+  Response nodev = post("/v1/probes/rdma/serve", R"({"hca":"nodev_9:1","gid_index":0,"port":0})");
+  CHECK(nodev.result_int() == 422);
+  CHECK(error_of(nodev)["message"].get<std::string>().find("nodev_9") != std::string::npos);
+  Response stop = f.respond(f.req(http::verb::delete_, "/v1/probes/rdma/serve"));
+  CHECK(stop.result_int() == 200);
+  CHECK(json::parse(stop.body())["stopped"] == false);
+
+  Outcome o = f.api->handle(f.req(http::verb::post, "/v1/probes/rdma/run", R"({"peer":"127.0.0.1:1","hca":"nodev_9:1","gid_index":0})"), {});
+  REQUIRE(std::holds_alternative<Deferred>(o));
+  CHECK(std::get<Deferred>(o).long_running);
+  Response failed = std::get<Deferred>(o).work();
+  INFO(failed.body());
+  CHECK(failed.result_int() == 200);
+  CHECK(json::parse(failed.body())["status"] == "failed");
+  CHECK(f.respond(f.req(http::verb::get, "/v1/probes/rdma/run")).result_int() == 405);
+}
