@@ -151,8 +151,9 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
     if (!b) return b.take_error();
     chosen = *b;
     if (opt.backend != Backend::Auto && opt.backend != chosen)
-      return Error{ifname + " is served by the " + std::string(backend_name(chosen)) + " backend; --backend " +
-                       backend_name(opt.backend) + " would mean recreating it (run `mesh down` first)",
+      return Error{ifname + " is served by the " + std::string(backend_name(chosen)) +
+                       " backend; --backend " + backend_name(opt.backend) +
+                       " would mean recreating it (run `mesh down` first)",
                    EEXIST};
   } else {
     bool try_user = opt.backend == Backend::Userspace;
@@ -173,8 +174,8 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
     }
     if (try_user) {
       if (uapi_socket_alive(opt.uapi_dir, ifname))
-        return Error{"a wireguard-go already serves " + uapi_socket_path(opt.uapi_dir, ifname) + " but " + ifname +
-                         " is not in this namespace" + (ns ? " nor in " + *m.netns : std::string()),
+        return Error{"a wireguard-go already serves " + uapi_socket_path(opt.uapi_dir, ifname) + " but " +
+                         ifname + " is not in this namespace" + (ns ? " nor in " + *m.netns : std::string()),
                      EEXIST};
       auto pid = start_wireguard_go(opt.wireguard_go, ifname, opt.uapi_dir, opt.state_dir);
       if (!pid) return pid.take_error();
@@ -238,7 +239,8 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
                        "': this is the node's own public key; a node is not its own peer",
                    EINVAL};
   if (!cur->private_key && !file_key)
-    log->info("{}: generated a private key (kept only in the interface), public key {}", ifname, key_to_base64(*pub));
+    log->info("{}: generated a private key (kept only in the interface), public key {}", ifname,
+              key_to_base64(*pub));
   want.listen_port = m.listen_port;
   for (const auto& dp : m.peers) {
     Peer p;
@@ -260,7 +262,8 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
     auto s = be->set_device(change);
     if (change.private_key) wipe(*change.private_key);
     if (!s) return Error{ifname + ": configure device: " + s.error().message, s.error().sys_errno};
-    log->info("{}: peers +{} -{} ~{}{}{}", ifname, added, removed, updated, change.private_key ? ", private key set" : "",
+    log->info("{}: peers +{} -{} ~{}{}{}", ifname, added, removed, updated,
+              change.private_key ? ", private key set" : "",
               change.listen_port ? ", listen port " + std::to_string(*change.listen_port) : "");
   }
 
@@ -300,17 +303,17 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
     if (*li2) link = **li2;
   }
   json doc = show_doc(ifname, chosen, after, link);
-  doc["changes"] = {{"created", created},
-                    {"moved", moved},
-                    {"backend_reason", reason},
-                    {"peers_added", added},
-                    {"peers_removed", removed},
-                    {"peers_updated", updated},
-                    {"device_changed", !is_noop(change)},
-                    {"link_changed", link_changed},
-                    {"elapsed_us", std::chrono::duration_cast<std::chrono::microseconds>(
-                                       std::chrono::steady_clock::now() - t0)
-                                       .count()}};
+  doc["changes"] = {
+      {"created", created},
+      {"moved", moved},
+      {"backend_reason", reason},
+      {"peers_added", added},
+      {"peers_removed", removed},
+      {"peers_updated", updated},
+      {"device_changed", !is_noop(change)},
+      {"link_changed", link_changed},
+      {"elapsed_us",
+       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count()}};
   return doc;
 }
 

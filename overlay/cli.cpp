@@ -3,12 +3,13 @@
 // messages for a person and exit codes (0 ok, 1 failed, 2 bad usage/input).
 #include "overlay/cli.hpp"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
-#include "common/log.hpp"
 #include "common/cli.hpp"
 #include "common/fs.hpp"
+#include "common/log.hpp"
 #include "overlay/overlay.hpp"
 
 namespace fa::overlay {
@@ -37,7 +38,8 @@ void print_human(const nlohmann::json& s) {
     for (const auto& a : p.value("allowed_ips", nlohmann::json::array()))
       ips += (ips.empty() ? "" : ", ") + a.get<std::string>();
     std::printf("  allowed ips: %s\n", ips.empty() ? "(none)" : ips.c_str());
-    std::printf("  latest handshake (unix): %lld\n", static_cast<long long>(p.value("last_handshake_unix", 0LL)));
+    std::printf("  latest handshake (unix): %lld\n",
+                static_cast<long long>(p.value("last_handshake_unix", 0LL)));
     std::printf("  transfer: %llu B received, %llu B sent\n",
                 static_cast<unsigned long long>(p.value("rx_bytes", 0ULL)),
                 static_cast<unsigned long long>(p.value("tx_bytes", 0ULL)));
@@ -64,6 +66,8 @@ int do_apply(const std::vector<std::string>& argv) {
     }
     opt.backend = *be;
   }
+  if (const char* lvl = std::getenv("FA_LOG_LEVEL")) set_log_level(lvl);
+  auto t0 = std::chrono::steady_clock::now();
   auto text = read_text_file(*file, 16 * 1024 * 1024);
   if (!text) {
     std::fprintf(stderr, "fabric-agent mesh apply: %s\n", text.error().message.c_str());
@@ -90,7 +94,9 @@ int do_apply(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "fabric-agent mesh apply: %zu error(s), nothing changed\n", parsed.errors.size());
     return 2;
   }
-  if (const char* lvl = std::getenv("FA_LOG_LEVEL")) set_log_level(lvl);
+  fa::logger("overlay")->debug(
+      "{}: read and validated {} peers in {:.2f} ms", file->c_str(), parsed.mesh->peers.size(),
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   auto r = apply(*parsed.mesh, opt);
   if (!r) {
     std::fprintf(stderr, "fabric-agent mesh apply: %s\n", r.error().message.c_str());
@@ -153,7 +159,8 @@ int cmd_mesh(const std::vector<std::string>& args) {
   if (args[0] == "show") return do_show(rest);
   if (args[0] == "down") return do_down(rest);
   if (args[0] == "-h" || args[0] == "--help" || args[0] == "help") return usage(stdout);
-  std::fprintf(stderr, "fabric-agent mesh: unknown action '%s' (accepted: apply, show, down)\n", args[0].c_str());
+  std::fprintf(stderr, "fabric-agent mesh: unknown action '%s' (accepted: apply, show, down)\n",
+               args[0].c_str());
   return 2;
 }
 

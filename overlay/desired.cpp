@@ -44,7 +44,8 @@ class Checker {
     for (auto it = obj.begin(); it != obj.end(); ++it) {
       bool ok = false;
       for (auto k : keys) ok |= it.key() == k;
-      if (!ok) errors.push_back({prefix + it.key(), show_value(it.value()), "unknown key (accepted: " + list + ")"});
+      if (!ok)
+        errors.push_back({prefix + it.key(), show_value(it.value()), "unknown key (accepted: " + list + ")"});
     }
   }
 
@@ -106,8 +107,9 @@ ParseResult parse_desired(const json& doc, const ParseOptions& opt) {
     r.errors.push_back({"", show_value(doc), "the mesh document must be a mapping/object"});
     return r;
   }
-  ck.known_keys("", doc,
-                {"cluster_id", "interface", "address", "listen_port", "private_key_file", "mtu", "netns", "peers"});
+  ck.known_keys(
+      "", doc,
+      {"cluster_id", "interface", "address", "listen_port", "private_key_file", "mtu", "netns", "peers"});
   DesiredMesh m;
 
   if (!doc.contains("cluster_id")) {
@@ -122,8 +124,9 @@ ParseResult parse_desired(const json& doc, const ParseOptions& opt) {
   if (doc.contains("interface")) {
     if (auto s = ck.str("interface", doc["interface"])) {
       if (!valid_ifname(*s))
-        ck.fail("interface", &doc["interface"],
-                "expected an interface name of 1-15 characters without '/', ':' or whitespace, not '.' or '..'");
+        ck.fail(
+            "interface", &doc["interface"],
+            "expected an interface name of 1-15 characters without '/', ':' or whitespace, not '.' or '..'");
       else
         m.interface = *s;
     }
@@ -131,8 +134,9 @@ ParseResult parse_desired(const json& doc, const ParseOptions& opt) {
 
   bool have_address = false;
   if (!doc.contains("address")) {
-    ck.fail("address", nullptr, "required: this node's overlay address inside " + net.str() + ", e.g. " +
-                                    IpPrefix{net.family, net.addr, net.len}.str());
+    ck.fail("address", nullptr,
+            "required: this node's overlay address inside " + net.str() + ", e.g. " +
+                IpPrefix{net.family, net.addr, net.len}.str());
   } else if (auto s = ck.str("address", doc["address"])) {
     auto a = IpPrefix::parse(*s);
     if (a && s->find('/') == std::string::npos) a->len = net.len;
@@ -174,8 +178,9 @@ ParseResult parse_desired(const json& doc, const ParseOptions& opt) {
     if (auto s = ck.str("netns", doc["netns"])) {
       bool path = !s->empty() && (*s)[0] == '/';
       if (!path && !valid_name(*s, 255))
-        ck.fail("netns", &doc["netns"],
-                "expected an absolute path (/run/netns/NAME, /proc/PID/ns/net) or a name of A-Z a-z 0-9 . _ -");
+        ck.fail(
+            "netns", &doc["netns"],
+            "expected an absolute path (/run/netns/NAME, /proc/PID/ns/net) or a name of A-Z a-z 0-9 . _ -");
       else
         m.netns = *s;
     }
@@ -208,7 +213,8 @@ ParseResult parse_desired(const json& doc, const ParseOptions& opt) {
             ok = false;
           } else if (auto [it, fresh] = seen_keys.emplace(*k, i); !fresh) {
             ck.fail(pf + ".public_key", &pj["public_key"],
-                    "duplicate: same key as peers[" + std::to_string(it->second) + "]; public keys must be unique");
+                    "duplicate: same key as peers[" + std::to_string(it->second) +
+                        "]; public keys must be unique");
             ok = false;
           } else {
             p.public_key = *k;
@@ -220,7 +226,8 @@ ParseResult parse_desired(const json& doc, const ParseOptions& opt) {
           if (auto s = ck.str(pf + ".endpoint", pj["endpoint"])) {
             auto e = Endpoint::parse(*s);
             if (!e)
-              ck.fail(pf + ".endpoint", &pj["endpoint"], "expected IPv4:port or [IPv6]:port with port 1-65535");
+              ck.fail(pf + ".endpoint", &pj["endpoint"],
+                      "expected IPv4:port or [IPv6]:port with port 1-65535");
             else
               p.endpoint = *e;
           }
@@ -239,7 +246,8 @@ ParseResult parse_desired(const json& doc, const ParseOptions& opt) {
             // Only overlay addresses: a peer announcing 0.0.0.0/0 or a
             // host's LAN would pull the provider's own traffic into the mesh.
             if (!a || !net.contains(*a)) {
-              ck.fail(f, &ips[j], "expected a prefix inside the overlay " + net.str() + ", e.g. 10.42.0.2/32");
+              ck.fail(f, &ips[j],
+                      "expected a prefix inside the overlay " + net.str() + ", e.g. 10.42.0.2/32");
               continue;
             }
             IpPrefix n = a->network();
@@ -251,7 +259,8 @@ ParseResult parse_desired(const json& doc, const ParseOptions& opt) {
               IpPrefix self = m.address;
               self.len = 32;
               if (n.contains(self)) {
-                ck.fail(f, &ips[j], "covers this node's own address " + self.str() + "; one node per address");
+                ck.fail(f, &ips[j],
+                        "covers this node's own address " + self.str() + "; one node per address");
                 continue;
               }
             }
@@ -288,7 +297,8 @@ Result<json> yaml_to_json(const YAML::Node& n, const std::string& path) {
         if (s == "false") return json(false);
         bool digits = !s.empty() && s.size() <= 18;
         for (size_t i = 0; i < s.size(); ++i)
-          digits &= (isdigit(static_cast<unsigned char>(s[i])) != 0) || (i == 0 && s[0] == '-' && s.size() > 1);
+          digits &=
+              (isdigit(static_cast<unsigned char>(s[i])) != 0) || (i == 0 && s[0] == '-' && s.size() > 1);
         if (digits) return json(std::stoll(s));
       }
       return json(s);
@@ -326,8 +336,9 @@ ParseResult parse_desired_yaml(std::string_view text, const ParseOptions& opt) {
   try {
     root = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
-    r.errors.push_back({"", "", "YAML syntax error at line " + std::to_string(e.mark.line + 1) + ", column " +
-                                    std::to_string(e.mark.column + 1) + ": " + e.msg});
+    r.errors.push_back({"", "",
+                        "YAML syntax error at line " + std::to_string(e.mark.line + 1) + ", column " +
+                            std::to_string(e.mark.column + 1) + ": " + e.msg});
     return r;
   }
   auto j = yaml_to_json(root, "");

@@ -47,7 +47,8 @@ int put_peer_head(nl_msg* m, const Peer& p) {
   if (flags && nla_put_u32(m, WGPEER_A_FLAGS, flags) < 0) return -1;
   if (p.remove) return 0;
   if (p.endpoint && put_endpoint(m, *p.endpoint) < 0) return -1;
-  if (p.persistent_keepalive && nla_put_u16(m, WGPEER_A_PERSISTENT_KEEPALIVE_INTERVAL, *p.persistent_keepalive) < 0)
+  if (p.persistent_keepalive &&
+      nla_put_u16(m, WGPEER_A_PERSISTENT_KEEPALIVE_INTERVAL, *p.persistent_keepalive) < 0)
     return -1;
   return 0;
 }
@@ -318,7 +319,8 @@ Result<Device> genl_parse_device(const std::vector<std::vector<uint8_t>>& msgs) 
         case WGDEVICE_A_FLAGS: {
           if (len != 4) return bad("WGDEVICE_A_FLAGS", len);
           uint32_t f = nla_get_u32(a);
-          if (f & ~static_cast<uint32_t>(__WGDEVICE_F_ALL)) return Error{"genl: unknown device flags", EPROTO};
+          if (f & ~static_cast<uint32_t>(__WGDEVICE_F_ALL))
+            return Error{"genl: unknown device flags", EPROTO};
           d.replace_peers = f & WGDEVICE_F_REPLACE_PEERS;
           break;
         }

@@ -65,13 +65,14 @@ std::string uapi_socket_path(const std::string& uapi_dir, const std::string& ifn
 bool uapi_socket_alive(const std::string& uapi_dir, const std::string& ifname);
 // Starts `wireguard-go -f IFNAME` in its own session (it must outlive the
 // agent), writes state_dir/IFNAME.pid and waits until the UAPI socket answers.
-Result<pid_t> start_wireguard_go(const std::string& binary, const std::string& ifname, const std::string& uapi_dir,
-                                 const std::string& state_dir);
+Result<pid_t> start_wireguard_go(const std::string& binary, const std::string& ifname,
+                                 const std::string& uapi_dir, const std::string& state_dir);
 // pid of the process listening on the UAPI socket (SO_PEERCRED), if any.
 Result<pid_t> uapi_server_pid(const std::string& uapi_dir, const std::string& ifname);
 // Stops the wireguard-go we started for ifname (pid file matches the socket's
 // server), waits for it to exit. Ok when there is none.
-Status stop_wireguard_go(const std::string& ifname, const std::string& uapi_dir, const std::string& state_dir);
+Status stop_wireguard_go(const std::string& ifname, const std::string& uapi_dir,
+                         const std::string& state_dir);
 
 // ------------------------------------------------------ rtnetlink (libnl-route) ---
 struct LinkInfo {

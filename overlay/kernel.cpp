@@ -94,7 +94,8 @@ class KernelBackend : public WgBackend {
         return Error{"building WG_CMD_GET_DEVICE failed"};
       std::vector<std::vector<uint8_t>> parts;
       nl_socket_modify_cb(g->sock.get(), NL_CB_VALID, NL_CB_CUSTOM, collect, &parts);
-      if (int e = nl_send_auto(g->sock.get(), req.get()); e < 0) return nl_error(ifname + ": send GET_DEVICE", e);
+      if (int e = nl_send_auto(g->sock.get(), req.get()); e < 0)
+        return nl_error(ifname + ": send GET_DEVICE", e);
       int e = nl_recvmsgs_default(g->sock.get());
       if (e == -NLE_DUMP_INTR) continue;
       if (e < 0) return nl_error(ifname + ": WG_CMD_GET_DEVICE", e);
@@ -119,8 +120,10 @@ class KernelBackend : public WgBackend {
       Msg m(nlmsg_convert(h));
       std::fill(raw.begin(), raw.end(), 0);
       if (!m) return Error{"out of memory", ENOMEM};
-      if (int e = nl_send_auto(g->sock.get(), m.get()); e < 0) return nl_error(change.name + ": send SET_DEVICE", e);
-      if (int e = nl_wait_for_ack(g->sock.get()); e < 0) return nl_error(change.name + ": WG_CMD_SET_DEVICE", e);
+      if (int e = nl_send_auto(g->sock.get(), m.get()); e < 0)
+        return nl_error(change.name + ": send SET_DEVICE", e);
+      if (int e = nl_wait_for_ack(g->sock.get()); e < 0)
+        return nl_error(change.name + ": WG_CMD_SET_DEVICE", e);
     }
     return {};
   }

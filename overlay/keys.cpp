@@ -73,7 +73,8 @@ Result<Key> key_from_hex(std::string_view s) {
   Key k;
   for (size_t i = 0; i < kKeyLen; ++i) {
     int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
-    if (hi < 0 || lo < 0) return Error{"not a hex digit at position " + std::to_string(hi < 0 ? 2 * i : 2 * i + 1)};
+    if (hi < 0 || lo < 0)
+      return Error{"not a hex digit at position " + std::to_string(hi < 0 ? 2 * i : 2 * i + 1)};
     k[i] = static_cast<uint8_t>(hi << 4 | lo);
   }
   return k;

@@ -18,8 +18,8 @@ Result<unsigned> parse_uint(std::string_view s, unsigned max, const char* what) 
   unsigned v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || ec != std::errc() || p != s.data() + s.size() || v > max)
-    return Error{std::string(what) + " must be an integer 0-" + std::to_string(max) + ", got '" + std::string(s) +
-                 "'"};
+    return Error{std::string(what) + " must be an integer 0-" + std::to_string(max) + ", got '" +
+                 std::string(s) + "'"};
   return v;
 }
 
@@ -84,10 +84,12 @@ bool IpPrefix::contains(const IpPrefix& inner) const {
 Result<Endpoint> Endpoint::parse(std::string_view s) {
   Endpoint e;
   std::string_view host, port;
-  const std::string accepted = "expected IPv4:port or [IPv6]:port with port 1-65535, got '" + std::string(s) + "'";
+  const std::string accepted =
+      "expected IPv4:port or [IPv6]:port with port 1-65535, got '" + std::string(s) + "'";
   if (!s.empty() && s[0] == '[') {
     auto close = s.find(']');
-    if (close == std::string_view::npos || close + 1 >= s.size() || s[close + 1] != ':') return Error{accepted};
+    if (close == std::string_view::npos || close + 1 >= s.size() || s[close + 1] != ':')
+      return Error{accepted};
     host = s.substr(1, close - 1);
     port = s.substr(close + 2);
     if (!parse_ip(host, e.family, e.addr) || e.family != AF_INET6) return Error{accepted};
@@ -221,7 +223,8 @@ Device merge(const Device& cur, const Device& ch) {
     if (c.replace_allowed_ips) p.allowed_ips.clear();
     for (const auto& a : c.allowed_ips) {
       IpPrefix n = a.network();
-      if (std::find(p.allowed_ips.begin(), p.allowed_ips.end(), n) == p.allowed_ips.end()) p.allowed_ips.push_back(n);
+      if (std::find(p.allowed_ips.begin(), p.allowed_ips.end(), n) == p.allowed_ips.end())
+        p.allowed_ips.push_back(n);
     }
   }
   std::vector<Peer> kept;

@@ -139,9 +139,9 @@ struct DesiredMesh {
 nlohmann::json to_json(const DesiredMesh& m);  // canonical form; parse_desired(to_json(m)) == m
 
 struct ValidationError {
-  std::string field;    // path into the document, e.g. "peers[3].endpoint"
-  std::string value;    // the offending value as written ("" when missing)
-  std::string message;  // what is accepted, e.g. "expected IPv4:port or [IPv6]:port"
+  std::string field;        // path into the document, e.g. "peers[3].endpoint"
+  std::string value;        // the offending value as written ("" when missing)
+  std::string message;      // what is accepted, e.g. "expected IPv4:port or [IPv6]:port"
   std::string str() const;  // "peers[3].endpoint: `x': expected ..."
 };
 

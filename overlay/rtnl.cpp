@@ -87,7 +87,8 @@ Status change_link(const std::string& ifname, rtnl_link* change, const char* wha
   if (!s) return s.take_error();
   auto l = get_link(s->get(), ifname);
   if (!l) return l.take_error();
-  if (int e = rtnl_link_change(s->get(), l->get(), change, 0); e < 0) return nl_error(ifname + ": " + what, e);
+  if (int e = rtnl_link_change(s->get(), l->get(), change, 0); e < 0)
+    return nl_error(ifname + ": " + what, e);
   return {};
 }
 

@@ -15,7 +15,8 @@ Result<T> parse_num(std::string_view key, std::string_view v, T max) {
   T n{};
   auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
   if (v.empty() || ec != std::errc() || p != v.data() + v.size() || n > max)
-    return Error{"UAPI: " + std::string(key) + "=" + std::string(v) + " is not an integer 0-" + std::to_string(max)};
+    return Error{"UAPI: " + std::string(key) + "=" + std::string(v) + " is not an integer 0-" +
+                 std::to_string(max)};
   return n;
 }
 
@@ -35,7 +36,8 @@ std::string uapi_set_request(const Device& ch) {
     }
     if (p.update_only) s += "update_only=true\n";
     if (p.endpoint) s += "endpoint=" + p.endpoint->str() + "\n";
-    if (p.persistent_keepalive) s += "persistent_keepalive_interval=" + std::to_string(*p.persistent_keepalive) + "\n";
+    if (p.persistent_keepalive)
+      s += "persistent_keepalive_interval=" + std::to_string(*p.persistent_keepalive) + "\n";
     if (p.replace_allowed_ips) s += "replace_allowed_ips=true\n";
     for (const auto& a : p.allowed_ips) s += "allowed_ip=" + a.network().str() + "\n";
   }
@@ -96,7 +98,8 @@ Result<Device> uapi_parse_get(std::string_view reply) {
       // A link-local endpoint carries a scope ("[fe80::1%eth0]:51820"); our
       // model has no scope, so it is dropped for display and diffing.
       std::string ep(v);
-      if (auto pct = ep.find('%'); pct != std::string::npos && ep[0] == '[') ep.erase(pct, ep.find(']') - pct);
+      if (auto pct = ep.find('%'); pct != std::string::npos && ep[0] == '[')
+        ep.erase(pct, ep.find(']') - pct);
       auto e = Endpoint::parse(ep);
       if (!e) return Error{"UAPI: endpoint: " + e.error().message};
       peer->endpoint = *e;
@@ -106,7 +109,8 @@ Result<Device> uapi_parse_get(std::string_view reply) {
       peer->persistent_keepalive = *n;
     } else if (k == "allowed_ip") {
       auto a = IpPrefix::parse(v);
-      if (!a || v.find('/') == std::string_view::npos) return Error{"UAPI: bad allowed_ip '" + std::string(v) + "'"};
+      if (!a || v.find('/') == std::string_view::npos)
+        return Error{"UAPI: bad allowed_ip '" + std::string(v) + "'"};
       peer->allowed_ips.push_back(*a);
     } else if (k == "last_handshake_time_sec") {
       auto n = parse_num<int64_t>(k, v, INT64_MAX);

@@ -7,6 +7,7 @@
 // kill -9 of the agent must not drop the renter's traffic), so the child is
 // never tied to our lifetime, and `mesh down` is what stops it.
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -63,7 +64,8 @@ Result<std::string> read_reply(int fd) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   char tmp[65536];
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return Error{"UAPI: no complete reply within 10 s"};
     pollfd p{fd, POLLIN, 0};
     int pr = ::poll(&p, 1, static_cast<int>(left.count()));
@@ -77,6 +79,7 @@ Result<std::string> read_reply(int fd) {
     }
     if (n == 0) return Error{"UAPI: connection closed before the reply ended"};
     buf.append(tmp, static_cast<size_t>(n));
+    OPENSSL_cleanse(tmp, static_cast<size_t>(n));
     if (buf.size() > (256u << 20)) return Error{"UAPI: reply larger than 256 MiB"};
     auto e = buf.rfind("errno=");
     if (e != std::string::npos && buf.size() >= 2 && buf.compare(buf.size() - 2, 2, "\n\n") == 0 &&
@@ -97,6 +100,7 @@ class UserspaceBackend : public WgBackend {
     auto reply = read_reply(fd->get());
     if (!reply) return reply.take_error();
     auto d = uapi_parse_get(*reply);
+    OPENSSL_cleanse(reply->data(), reply->size());  // it held the private key
     if (d) d->name = ifname;
     return d;
   }
@@ -104,7 +108,10 @@ class UserspaceBackend : public WgBackend {
   Status set_device(const Device& change) override {
     auto fd = uapi_connect(dir_, change.name);
     if (!fd) return fd.take_error();
-    if (auto w = write_all(fd->get(), uapi_set_request(change)); !w) return w;
+    std::string req = uapi_set_request(change);
+    auto w = write_all(fd->get(), req);
+    OPENSSL_cleanse(req.data(), req.size());  // may hold the private key
+    if (!w) return w;
     auto reply = read_reply(fd->get());
     if (!reply) return reply.take_error();
     return uapi_parse_set_reply(*reply);
@@ -155,8 +162,8 @@ Result<pid_t> uapi_server_pid(const std::string& uapi_dir, const std::string& if
   return cred.pid;
 }
 
-Result<pid_t> start_wireguard_go(const std::string& binary, const std::string& ifname, const std::string& uapi_dir,
-                                 const std::string& state_dir) {
+Result<pid_t> start_wireguard_go(const std::string& binary, const std::string& ifname,
+                                 const std::string& uapi_dir, const std::string& state_dir) {
   auto log = fa::logger("overlay");
   if (auto s = mkdir_p(state_dir); !s) return s.take_error();
   std::string logpath = state_dir + "/" + ifname + ".log";
@@ -210,10 +217,12 @@ Result<pid_t> start_wireguard_go(const std::string& binary, const std::string& i
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ::kill(pid, SIGTERM);
-  return Error{binary + " -f " + ifname + " did not open " + uapi_socket_path(uapi_dir, ifname) + " within 5 s"};
+  return Error{binary + " -f " + ifname + " did not open " + uapi_socket_path(uapi_dir, ifname) +
+               " within 5 s"};
 }
 
-Status stop_wireguard_go(const std::string& ifname, const std::string& uapi_dir, const std::string& state_dir) {
+Status stop_wireguard_go(const std::string& ifname, const std::string& uapi_dir,
+                         const std::string& state_dir) {
   auto log = fa::logger("overlay");
   std::string pf = pid_file(state_dir, ifname);
   auto text = read_text_file(pf);
@@ -237,11 +246,13 @@ Status stop_wireguard_go(const std::string& ifname, const std::string& uapi_dir,
   }
   if (ours && process_alive(pid)) {
     ::kill(pid, SIGTERM);
-    for (int i = 0; i < 300 && process_alive(pid); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (int i = 0; i < 300 && process_alive(pid); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     if (process_alive(pid)) {
       log->warn("{}: wireguard-go pid {} ignored SIGTERM for 3 s, sending SIGKILL", ifname, pid);
       ::kill(pid, SIGKILL);
-      for (int i = 0; i < 100 && process_alive(pid); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      for (int i = 0; i < 100 && process_alive(pid); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     log->info("{}: stopped wireguard-go (pid {})", ifname, pid);
   }

@@ -30,7 +30,8 @@ int cmd_inspect(const std::vector<std::string>& argv) {
     return 0;
   }
   if (!args->positional().empty()) {
-    std::fprintf(stderr, "fabric-agent inspect: unexpected argument '%s'\n", args->positional().front().c_str());
+    std::fprintf(stderr, "fabric-agent inspect: unexpected argument '%s'\n",
+                 args->positional().front().c_str());
     return 2;
   }
   // Without --config the default config file is read if it exists, so an

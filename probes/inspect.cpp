@@ -32,7 +32,10 @@ Report discover(const InspectOptions& opts) {
   // SMInfo per ACTIVE InfiniBand port. libibumad reads the real
   // /sys/class/infiniband_mad, so it can only speak for the real /sys.
   std::vector<std::pair<std::string, SmLookup>> sm;
-  std::string sm_skip;
+  bool any_ib = false;
+  for (const auto& h : r.hcas)
+    for (const auto& p : h.ports) any_ib |= p.link_layer == "InfiniBand" && p.state == "ACTIVE";
+  Status umad_ok = (any_ib && opts.query_sm && opts.sysfs_root == "/sys") ? umad_available() : Status{};
   for (const auto& h : r.hcas) {
     for (const auto& p : h.ports) {
       if (p.link_layer != "InfiniBand" || p.state != "ACTIVE" || !p.sm_lid || *p.sm_lid == 0) continue;
@@ -43,6 +46,8 @@ Report discover(const InspectOptions& opts) {
       } else if (opts.sysfs_root != "/sys") {
         l.error = "SMInfo not sent: libibumad only reaches devices of the real /sys, and the sysfs root is " +
                   opts.sysfs_root;
+      } else if (!umad_ok) {
+        l.error = "SMInfo not sent: " + umad_ok.error().message;
       } else {
         auto q = query_sminfo(h.name, p.port, *p.sm_lid);
         if (q)
@@ -63,16 +68,21 @@ Report discover(const InspectOptions& opts) {
   assign_nearest_hcas(gpus, r.hcas, r.fabric.ports);
   r.gpus.devices = std::move(gpus);
   for (const auto& g : r.gpus.devices) {
-    if (r.gpus.vendor.empty()) r.gpus.vendor = g.vendor;
-    else if (r.gpus.vendor != g.vendor) r.gpus.vendor = "mixed";
-    if (r.gpus.model.empty()) r.gpus.model = g.model;
-    else if (r.gpus.model != g.model) r.gpus.model = "mixed";
+    if (r.gpus.vendor.empty())
+      r.gpus.vendor = g.vendor;
+    else if (r.gpus.vendor != g.vendor)
+      r.gpus.vendor = "mixed";
+    if (r.gpus.model.empty())
+      r.gpus.model = g.model;
+    else if (r.gpus.model != g.model)
+      r.gpus.model = "mixed";
   }
   if (!r.gpus.devices.empty()) {
     std::map<std::string, int> per_hca;
     for (const auto& g : r.gpus.devices)
       if (!g.nearest_hca.empty()) ++per_hca[g.nearest_hca];
-    std::string s2 = std::to_string(r.gpus.devices.size()) + " GPU(s); nearest fabric HCA by deepest common PCIe "
+    std::string s2 = std::to_string(r.gpus.devices.size()) +
+                     " GPU(s); nearest fabric HCA by deepest common PCIe "
                      "upstream bridge";
     if (per_hca.empty()) s2 += ": none (no fabric HCA)";
     r.reasons.emplace_back("gpus", s2);
@@ -93,6 +103,37 @@ __attribute__((format(printf, 2, 3))) void appendf(std::string& out, const char*
   out += line;
 }
 
+// Every string and key through printable(): sysfs bytes are not always
+// UTF-8, and json::dump() throws on invalid UTF-8.
+json sanitized(json j) {
+  if (j.is_string()) return printable(j.get_ref<const std::string&>());
+  if (j.is_array()) {
+    for (auto& e : j) e = sanitized(std::move(e));
+    return j;
+  }
+  if (j.is_object()) {
+    json o = json::object();
+    for (auto it = j.begin(); it != j.end(); ++it) o[printable(it.key())] = sanitized(std::move(it.value()));
+    return o;
+  }
+  return j;
+}
+
+// printable() per line, keeping the newlines of the table.
+std::string printable_lines(const std::string& s) {
+  std::string out;
+  size_t start = 0;
+  while (start < s.size()) {
+    size_t nl = s.find('\n', start);
+    out += printable(
+        std::string_view(s).substr(start, nl == std::string::npos ? std::string::npos : nl - start));
+    if (nl == std::string::npos) break;
+    out += '\n';
+    start = nl + 1;
+  }
+  return out;
+}
+
 json opt_str(const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); }
 json str_or_null(const std::string& v) { return v.empty() ? json(nullptr) : json(v); }
 template <class T>
@@ -110,7 +151,9 @@ json to_json(const Report& r) {
     for (const auto& p : h.ports) {
       json gids = json::array();
       for (const auto& g : p.gids)
-        gids.push_back({{"index", g.index}, {"gid", g.gid}, {"type", str_or_null(g.type)},
+        gids.push_back({{"index", g.index},
+                        {"gid", g.gid},
+                        {"type", str_or_null(g.type)},
                         {"netdev", str_or_null(g.netdev)}});
       ports.push_back({{"port", p.port},
                        {"state", str_or_null(p.state)},
@@ -121,7 +164,8 @@ json to_json(const Report& r) {
                        {"sm_lid", opt_num(p.sm_lid)},
                        {"netdev", str_or_null(p.netdev)},
                        {"gids", std::move(gids)}});
-      counters[h.name + ":" + std::to_string(p.port)] = {{"counters", p.counters}, {"hw_counters", p.hw_counters}};
+      counters[h.name + ":" + std::to_string(p.port)] = {{"counters", p.counters},
+                                                         {"hw_counters", p.hw_counters}};
     }
     hcas.push_back({{"name", h.name},
                     {"node_guid", str_or_null(h.node_guid)},
@@ -159,9 +203,10 @@ json to_json(const Report& r) {
                {"devices", std::move(devs)}};
   json reasons = json::object();
   for (const auto& [k, v] : r.reasons) reasons[k] = v;
-  return {{"hcas", std::move(hcas)}, {"fabric", std::move(fabric)}, {"nccl_env", std::move(nccl)},
-          {"gpus", std::move(gpus)},   {"reasons", std::move(reasons)}, {"counters", std::move(counters)},
-          {"warnings", r.warnings}};
+  json out = {{"hcas", std::move(hcas)}, {"fabric", std::move(fabric)},   {"nccl_env", std::move(nccl)},
+              {"gpus", std::move(gpus)}, {"reasons", std::move(reasons)}, {"counters", std::move(counters)},
+              {"warnings", r.warnings}};
+  return sanitized(std::move(out));
 }
 
 std::string to_table(const Report& r) {
@@ -171,17 +216,18 @@ std::string to_table(const Report& r) {
   if (f.id) appendf(out, "  id %s", f.id->c_str());
   out += "\n";
   if (f.kind == "infiniband")
-    appendf(out, "          subnet %s  SM LID %u  SM GUID %s\n", f.subnet_prefix.value_or("-").c_str(), f.sm_lid.value_or(0),
-        f.sm_guid.value_or("unknown").c_str());
+    appendf(out, "          subnet %s  SM LID %u  SM GUID %s\n", f.subnet_prefix.value_or("-").c_str(),
+            f.sm_lid.value_or(0), f.sm_guid.value_or("unknown").c_str());
   if (f.kind == "roce")
     appendf(out, "          segment %s  address %s on %s  provider %s\n", f.segment.value_or("-").c_str(),
-        f.address.value_or("-").c_str(), f.netdev.value_or("-").c_str(), f.provider_id.value_or("(unset)").c_str());
+            f.address.value_or("-").c_str(), f.netdev.value_or("-").c_str(),
+            f.provider_id.value_or("(unset)").c_str());
   out += "\n";
   if (r.hcas.empty()) {
     out += "no RDMA devices\n";
   } else {
-    appendf(out, "%-10s %-4s %-7s %-10s %-10s %7s %6s %-14s %s\n", "HCA", "PORT", "STATE", "PHYS", "LINK", "GB/S", "LID",
-        "NETDEV", "FABRIC");
+    appendf(out, "%-10s %-4s %-7s %-10s %-10s %7s %6s %-14s %s\n", "HCA", "PORT", "STATE", "PHYS", "LINK",
+            "GB/S", "LID", "NETDEV", "FABRIC");
     for (const auto& h : r.hcas) {
       if (h.ports.empty()) appendf(out, "%-10s (no readable ports)\n", h.name.c_str());
       for (const auto& p : h.ports) {
@@ -192,9 +238,9 @@ std::string to_table(const Report& r) {
         char lid[16] = "-";
         if (p.lid && p.link_layer == "InfiniBand") std::snprintf(lid, sizeof lid, "%u", *p.lid);
         appendf(out, "%-10s %-4d %-7s %-10s %-10s %7s %6s %-14s %s\n", h.name.c_str(), p.port,
-            p.state.empty() ? "?" : p.state.c_str(), p.phys_state.empty() ? "?" : p.phys_state.c_str(),
-            p.link_layer.empty() ? "?" : p.link_layer.c_str(), rate, lid, p.netdev.empty() ? "-" : p.netdev.c_str(),
-            in ? "yes" : "");
+                p.state.empty() ? "?" : p.state.c_str(), p.phys_state.empty() ? "?" : p.phys_state.c_str(),
+                p.link_layer.empty() ? "?" : p.link_layer.c_str(), rate, lid,
+                p.netdev.empty() ? "-" : p.netdev.c_str(), in ? "yes" : "");
       }
     }
   }
@@ -202,11 +248,12 @@ std::string to_table(const Report& r) {
   if (r.gpus.devices.empty()) {
     out += "GPUs      none\n";
   } else {
-    appendf(out, "GPUs      %zu x %s (%s)\n", r.gpus.devices.size(), r.gpus.model.c_str(), r.gpus.vendor.c_str());
+    appendf(out, "GPUs      %zu x %s (%s)\n", r.gpus.devices.size(), r.gpus.model.c_str(),
+            r.gpus.vendor.c_str());
     for (const auto& g : r.gpus.devices)
       appendf(out, "          %s  numa %s  nearest HCA %s\n", g.pci.c_str(),
-          g.numa_node ? std::to_string(*g.numa_node).c_str() : "-",
-          g.nearest_hca.empty() ? "-" : g.nearest_hca.c_str());
+              g.numa_node ? std::to_string(*g.numa_node).c_str() : "-",
+              g.nearest_hca.empty() ? "-" : g.nearest_hca.c_str());
   }
   out += "\n";
   appendf(out, "NCCL_IB_HCA=%s\n", r.nccl.ib_hca.value_or("(unset)").c_str());
@@ -220,7 +267,7 @@ std::string to_table(const Report& r) {
     out += "\nwarnings:\n";
     for (const auto& w : r.warnings) out += "  ! " + w + "\n";
   }
-  return out;
+  return printable_lines(out);
 }
 
 }  // namespace fa::probes

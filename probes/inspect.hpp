@@ -51,9 +51,9 @@ struct Hca {
   std::string node_guid;
   std::string fw_ver;
   std::string board_id;
-  std::string pci;                 // 0000:03:00.0, "" when not a PCI function (rxe)
+  std::string pci;  // 0000:03:00.0, "" when not a PCI function (rxe)
   std::optional<int> numa_node;
-  std::string pci_path;            // devices/-relative path, for PCIe affinity
+  std::string pci_path;  // devices/-relative path, for PCIe affinity
   std::vector<Port> ports;
 };
 

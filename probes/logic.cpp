@@ -45,7 +45,8 @@ std::string port_key(const Hca& h, const Port& p) { return h.name + ":" + std::t
 // fabric.hcas entries name a device ("mlx5_0") or one port ("mlx5_0:1").
 bool allowed(const InspectOptions& o, const std::string& hca, const std::string& port) {
   if (o.hcas.empty()) return true;
-  return std::any_of(o.hcas.begin(), o.hcas.end(), [&](const std::string& e) { return e == hca || e == port; });
+  return std::any_of(o.hcas.begin(), o.hcas.end(),
+                     [&](const std::string& e) { return e == hca || e == port; });
 }
 
 std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
@@ -148,6 +149,50 @@ std::string ipv4_segment(uint32_t addr, int prefix_len) {
   return ipv4_to_string(addr & mask_of(prefix_len)) + "/" + std::to_string(prefix_len);
 }
 
+std::string printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  auto esc = [&](unsigned char c) {
+    char b[5];
+    std::snprintf(b, sizeof b, "\\x%02x", c);
+    out += b;
+  };
+  for (size_t i = 0; i < s.size();) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    // Length of a well-formed UTF-8 sequence starting here (RFC 3629), else 0.
+    size_t n = 0;
+    if (c >= 0xc2 && c <= 0xdf)
+      n = 2;
+    else if (c >= 0xe0 && c <= 0xef)
+      n = 3;
+    else if (c >= 0xf0 && c <= 0xf4)
+      n = 4;
+    bool ok = n > 0 && i + n <= s.size();
+    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
+    if (ok && n == 3) {
+      auto c1 = static_cast<unsigned char>(s[i + 1]);
+      ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0);  // overlong, surrogates
+    }
+    if (ok && n == 4) {
+      auto c1 = static_cast<unsigned char>(s[i + 1]);
+      ok = !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90);  // overlong, > U+10FFFF
+    }
+    if (ok) {
+      out.append(s.substr(i, n));
+      i += n;
+    } else {
+      esc(c);
+      ++i;
+    }
+  }
+  return out;
+}
+
 bool natural_less(std::string_view a, std::string_view b) {
   size_t i = 0, j = 0;
   auto digit = [](char c) { return c >= '0' && c <= '9'; };
@@ -228,7 +273,8 @@ struct Group {
   std::string segment;
   std::vector<Member> members;
   int active() const {
-    return static_cast<int>(std::count_if(members.begin(), members.end(), [](const Member& m) { return m.active; }));
+    return static_cast<int>(
+        std::count_if(members.begin(), members.end(), [](const Member& m) { return m.active; }));
   }
 };
 
@@ -282,7 +328,8 @@ Selection select_fabric(const std::vector<Hca>& hcas, const NetState& net,
         std::optional<uint64_t> guid = l ? l->guid : std::nullopt;
         // Ports agree on a fabric when prefix and SM agree; without the SM's
         // GUID the SM LID is the best key we have (not unique across fabrics).
-        std::string gkey = "ib|" + prefix + "|" + (guid ? format_guid(*guid) : "lid" + std::to_string(*p.sm_lid));
+        std::string gkey =
+            "ib|" + prefix + "|" + (guid ? format_guid(*guid) : "lid" + std::to_string(*p.sm_lid));
         Group& gr = groups[gkey];
         if (gr.members.empty()) {
           gr.kind = "infiniband";
@@ -336,7 +383,8 @@ Selection select_fabric(const std::vector<Hca>& hcas, const NetState& net,
             excluded.push_back(where + ": carries the default route (internet-facing)");
             continue;
           }
-          warn("configured fabric.netdev " + nd + " carries the default route; using it because it is pinned");
+          warn("configured fabric.netdev " + nd +
+               " carries the default route; using it because it is pinned");
         }
         if (pinned) pin_seen = true;
         std::string seg = ipv4_segment(ia->addr, ia->prefix_len);
@@ -375,13 +423,15 @@ Selection select_fabric(const std::vector<Hca>& hcas, const NetState& net,
 
   if (!best) {
     out.fabric.kind = "none";
-    std::string why = hcas.empty() ? "no RDMA devices under the sysfs root"
-                                   : "no ACTIVE InfiniBand port with an SM and no ACTIVE RoCE port with a RoCE v2 "
-                                     "IPv4 GID on an up, non-default-route netdev";
+    std::string why = hcas.empty()
+                          ? "no RDMA devices under the sysfs root"
+                          : "no ACTIVE InfiniBand port with an SM and no ACTIVE RoCE port with a RoCE v2 "
+                            "IPv4 GID on an up, non-default-route netdev";
     if (!excluded.empty()) why += "; not taken: " + join(excluded, "; ");
     reason("fabric", why);
     reason("NCCL_IB_HCA", "not set: no fabric");
-    reason("NCCL_SOCKET_IFNAME", "overlay interface " + opts.socket_ifname + " carries NCCL's bootstrap traffic");
+    reason("NCCL_SOCKET_IFNAME",
+           "overlay interface " + opts.socket_ifname + " carries NCCL's bootstrap traffic");
     out.nccl.socket_ifname = opts.socket_ifname;
     return out;
   }
@@ -394,14 +444,15 @@ Selection select_fabric(const std::vector<Hca>& hcas, const NetState& net,
         if (m.active) ps.push_back(m.key);
       o.push_back(g->label + " (" + std::to_string(g->active()) + " ACTIVE: " + join(ps) + ")");
     }
-    warn("ports of several fabrics on this host: chose " + best->label + " with " + std::to_string(best->active()) +
-         " ACTIVE ports; ignored " + join(o, "; "));
+    warn("ports of several fabrics on this host: chose " + best->label + " with " +
+         std::to_string(best->active()) + " ACTIVE ports; ignored " + join(o, "; "));
   }
 
   std::vector<Member> ms;
   for (const auto& m : best->members)
     if (m.active) ms.push_back(m);
-  std::sort(ms.begin(), ms.end(), [](const Member& a, const Member& b) { return natural_less(a.key, b.key); });
+  std::sort(ms.begin(), ms.end(),
+            [](const Member& a, const Member& b) { return natural_less(a.key, b.key); });
   for (const auto& m : ms) out.fabric.ports.push_back(m.key);
   out.fabric.kind = best->kind;
   out.nccl.ib_hca = format_nccl_ib_hca(out.fabric.ports);
@@ -413,8 +464,9 @@ Selection select_fabric(const std::vector<Hca>& hcas, const NetState& net,
     if (best->sm_guid) {
       out.fabric.sm_guid = format_guid(*best->sm_guid);
       out.fabric.id = infiniband_fabric_id(best->subnet_prefix, *best->sm_guid);
-      reason("fabric", "InfiniBand: " + nports + " on subnet prefix " + best->subnet_prefix + " managed by SM " +
-                           *out.fabric.sm_guid + " (LID " + std::to_string(best->sm_lid) + ")");
+      reason("fabric", "InfiniBand: " + nports + " on subnet prefix " + best->subnet_prefix +
+                           " managed by SM " + *out.fabric.sm_guid + " (LID " + std::to_string(best->sm_lid) +
+                           ")");
     } else {
       std::string why = best->sm_error.empty() ? "SM not queried" : best->sm_error;
       warn("sm_guid unknown: " + why + "; fabric.id is null because subnet prefix " + best->subnet_prefix +
@@ -423,8 +475,9 @@ Selection select_fabric(const std::vector<Hca>& hcas, const NetState& net,
                            std::to_string(best->sm_lid) + "; SM GUID unknown, so no fabric id");
     }
     if (!excluded.empty()) out.reasons.back().second += "; not taken: " + join(excluded, "; ");
-    reason("NCCL_IB_HCA", "the " + nports + " of the InfiniBand fabric, '=' for exact names (NCCL prefix-matches "
-                          "otherwise), natural order");
+    reason("NCCL_IB_HCA", "the " + nports +
+                              " of the InfiniBand fabric, '=' for exact names (NCCL prefix-matches "
+                              "otherwise), natural order");
     reason("NCCL_IB_GID_INDEX", "not set: InfiniBand ports are LID-routed");
   } else {
     const Member& first = ms.front();
@@ -442,8 +495,14 @@ Selection select_fabric(const std::vector<Hca>& hcas, const NetState& net,
                          (pinned ? "the configured fabric.netdev " : "netdev ") + first.netdev +
                          " (up, holds " + *out.fabric.address + ", no default route)" +
                          (excluded.empty() ? "" : "; not taken: " + join(excluded, "; ")));
-    reason("NCCL_IB_HCA", "the " + nports + " of the RoCE fabric, '=' for exact names (NCCL prefix-matches "
-                          "otherwise), natural order; internet-facing ports left out");
+    bool internet = std::any_of(excluded.begin(), excluded.end(), [](const std::string& e) {
+      return e.find("default route") != std::string::npos;
+    });
+    reason("NCCL_IB_HCA",
+           "the " + nports +
+               " of the RoCE fabric, '=' for exact names (NCCL prefix-matches otherwise), natural "
+               "order" +
+               (internet ? "; internet-facing (default-route) ports left out" : ""));
     // NCCL takes one GID index for all HCAs: the most common one.
     std::map<int, int> count;
     for (const auto& m : ms) ++count[m.gid_index];
@@ -458,18 +517,20 @@ Selection select_fabric(const std::vector<Hca>& hcas, const NetState& net,
     for (const auto& m : ms)
       if (m.gid_index != idx) differ.push_back(m.key + " (GID " + std::to_string(m.gid_index) + ")");
     if (differ.empty()) {
-      reason("NCCL_IB_GID_INDEX", "GID " + std::to_string(idx) + " is the RoCE v2 GID holding the fabric address " +
+      reason("NCCL_IB_GID_INDEX", "GID " + std::to_string(idx) +
+                                      " is the RoCE v2 GID holding the fabric address " +
                                       "on every fabric port");
     } else {
       warn("fabric ports disagree on the RoCE v2 GID index: NCCL_IB_GID_INDEX=" + std::to_string(idx) +
            " is wrong for " + join(differ) + "; with NCCL >= 2.21 set NCCL_IB_ADDR_RANGE=" + best->segment +
            " instead, which selects the GID per device");
-      reason("NCCL_IB_GID_INDEX", "GID " + std::to_string(idx) + " is the most common RoCE v2 GID index with an " +
-                                      "address in " + best->segment + " (" + std::to_string(n) + " of " +
-                                      std::to_string(ms.size()) + " ports)");
+      reason("NCCL_IB_GID_INDEX",
+             "GID " + std::to_string(idx) + " is the most common RoCE v2 GID index with an " + "address in " +
+                 best->segment + " (" + std::to_string(n) + " of " + std::to_string(ms.size()) + " ports)");
     }
   }
-  reason("NCCL_SOCKET_IFNAME", "overlay interface " + opts.socket_ifname + " carries NCCL's bootstrap traffic");
+  reason("NCCL_SOCKET_IFNAME",
+         "overlay interface " + opts.socket_ifname + " carries NCCL's bootstrap traffic");
   return out;
 }
 
@@ -502,7 +563,8 @@ void assign_nearest_hcas(std::vector<GpuDevice>& gpus, const std::vector<Hca>& h
                           [&](const std::string& k) { return k.rfind(h.name + ":", 0) == 0; });
     if (in) cands.push_back(&h);
   }
-  std::sort(cands.begin(), cands.end(), [](const Hca* x, const Hca* y) { return natural_less(x->name, y->name); });
+  std::sort(cands.begin(), cands.end(),
+            [](const Hca* x, const Hca* y) { return natural_less(x->name, y->name); });
   for (auto& g : gpus) {
     g.nearest_hca.clear();
     int best_depth = -1;

@@ -43,6 +43,11 @@ std::string ipv4_to_string(uint32_t addr);
 // Network of addr/prefix as "10.20.0.0/16".
 std::string ipv4_segment(uint32_t addr, int prefix_len);
 
+// Text from sysfs is bytes: netdev names, fw_ver, and the garbage a warning
+// echoes may be any byte string. Valid UTF-8 passes through; control bytes
+// and invalid sequences become \xNN, so JSON and terminals always get text.
+std::string printable(std::string_view s);
+
 // --- ordering and formatting ---------------------------------------------
 
 // Natural order: digit runs compare as numbers, so mlx5_2 < mlx5_10.

@@ -46,7 +46,10 @@ Result<SmInfo> decode_sminfo_response(std::span<const uint8_t> m, uint64_t tid) 
     return Error{"SMInfo reply: method " + std::to_string(field(3, 1)) + ", expected GetResp (129)"};
   if (field(16, 2) != kAttrSmInfo)
     return Error{"SMInfo reply: attribute " + std::to_string(field(16, 2)) + ", expected SMInfo (32)"};
-  if (field(8, 8) != tid) return Error{"SMInfo reply: transaction id does not match the request"};
+  // The kernel's MAD layer (ib_umad) writes its agent id into the upper 32
+  // bits of a request's TID; only the lower 32 bits are ours to match.
+  if (field(12, 4) != (tid & 0xffffffffull))
+    return Error{"SMInfo reply: transaction id does not match the request"};
   if (auto st = field(4, 2); st != 0) {
     char b[8];
     std::snprintf(b, sizeof b, "0x%04x", static_cast<unsigned>(st));

@@ -48,6 +48,8 @@ void put_be(std::span<uint8_t> buf, size_t off, size_t bytes, uint64_t v);
 std::array<uint8_t, kMadSize> encode_sminfo_get(uint64_t tid);
 
 // Checks a reply is GetResp(SMInfo) for tid with status 0, then reads SMInfo.
+// Only the lower 32 bits of the TID are compared: the kernel puts its agent
+// id into the upper 32 bits of every request it sends.
 Result<SmInfo> decode_sminfo_response(std::span<const uint8_t> mad, uint64_t tid);
 
 // SMInfo fields of a reply body (tests build replies with it).

@@ -4,9 +4,14 @@
 #include <limits.h>
 #include <stdlib.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 
+#include "common/fd.hpp"
 #include "common/fs.hpp"
 #include "probes/logic.hpp"
 
@@ -18,6 +23,48 @@ struct Ctx {
   std::string real_devs;  // realpath(root)/devices, for PCI paths
   std::vector<std::string>& warnings;
   void warn(std::string w) { warnings.push_back(std::move(w)); }
+};
+
+// A sysfs attribute is at most one page, and the kernel hands it over in one
+// read: one openat + one read + close per file (as rdma-core's sysfs.c),
+// relative to an open directory so that deep /sys (or fixture) paths are
+// resolved once per directory, not once per file. Larger content is an
+// error, never silently cut.
+Result<std::string> read_attr(int dirfd, const std::string& dirpath, const std::string& name) {
+  auto where = [&] { return dirpath.empty() ? name : dirpath + "/" + name; };
+  Fd fd(::openat(dirfd, name.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return Error::from_errno("open " + where());
+  char buf[4097];
+  ssize_t n;
+  do {
+    n = ::read(fd.get(), buf, sizeof buf);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return Error::from_errno("read " + where());
+  if (static_cast<size_t>(n) == sizeof buf)
+    return Error{"read " + where() + ": larger than a sysfs page", EFBIG};
+  std::string out(buf, static_cast<size_t>(n));
+  if (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+Result<std::string> read_attr(const std::string& path) { return read_attr(AT_FDCWD, "", path); }
+
+// An open directory to read attributes relative to.
+class Dir {
+ public:
+  explicit Dir(std::string p)
+      : fd_(::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)), path_(std::move(p)) {
+    if (!fd_.valid()) err_ = errno;
+  }
+  Result<std::string> read(const std::string& name) const {
+    if (!fd_.valid()) return Error::from_errno("open " + path_ + "/" + name, err_);
+    return read_attr(fd_.get(), path_, name);
+  }
+
+ private:
+  Fd fd_;
+  std::string path_;
+  int err_ = 0;
 };
 
 bool is_number(const std::string& s) {
@@ -32,7 +79,7 @@ std::string real_path(const std::string& p) {
 
 // Optional attribute: missing -> "", unreadable -> warning.
 std::string read_opt(Ctx& c, const std::string& path) {
-  auto r = read_text_file(path);
+  auto r = read_attr(path);
   if (r) return *r;
   if (r.error().sys_errno != ENOENT) c.warn(r.error().message);
   return {};
@@ -40,14 +87,14 @@ std::string read_opt(Ctx& c, const std::string& path) {
 
 // Required attribute: any failure is a warning.
 std::optional<std::string> read_req(Ctx& c, const std::string& path) {
-  auto r = read_text_file(path);
+  auto r = read_attr(path);
   if (r) return *r;
   c.warn(r.error().message);
   return std::nullopt;
 }
 
 std::optional<int> read_numa(Ctx& c, const std::string& path) {
-  auto r = read_text_file(path);
+  auto r = read_attr(path);
   if (!r) {
     if (r.error().sys_errno != ENOENT) c.warn(r.error().message);
     return std::nullopt;
@@ -68,7 +115,8 @@ std::optional<int> read_numa(Ctx& c, const std::string& path) {
 void read_pci(Ctx& c, const std::string& device_link, std::string& pci, std::string& pci_path) {
   std::string rp = real_path(device_link);
   if (rp.empty()) return;
-  if (!c.real_devs.empty() && rp.rfind(c.real_devs + "/", 0) == 0) pci_path = rp.substr(c.real_devs.size() + 1);
+  if (!c.real_devs.empty() && rp.rfind(c.real_devs + "/", 0) == 0)
+    pci_path = rp.substr(c.real_devs.size() + 1);
   std::string base = rp.substr(rp.rfind('/') + 1);
   // 0000:03:00.0
   if (base.size() == 12 && base[4] == ':' && base[7] == ':' && base[10] == '.') pci = base;
@@ -81,9 +129,9 @@ void read_counters(Ctx& c, const std::string& dir, std::map<std::string, uint64_
     return;
   }
   std::vector<std::string> bad;
+  Dir d(dir);
   for (const auto& n : *names) {
-    std::string p = dir + "/" + n;
-    auto r = read_text_file(p);
+    auto r = d.read(n);
     if (!r) {
       if (r.error().sys_errno != EISDIR) bad.push_back(n + " (" + std::strerror(r.error().sys_errno) + ")");
       continue;
@@ -113,9 +161,10 @@ void read_gids(Ctx& c, const std::string& pdir, Port& port) {
   for (const auto& n : *names)
     if (is_number(n) && n.size() < 6) idx.push_back(std::stoi(n));
   std::sort(idx.begin(), idx.end());
+  Dir gids(gdir), types(pdir + "/gid_attrs/types"), ndevs(pdir + "/gid_attrs/ndevs");
   for (int i : idx) {
     std::string n = std::to_string(i);
-    auto g = read_text_file(gdir + "/" + n);
+    auto g = gids.read(n);
     if (!g) {
       // The kernel answers EINVAL for an empty slot; anything else is news.
       if (g.error().sys_errno != EINVAL) c.warn(g.error().message);
@@ -129,7 +178,7 @@ void read_gids(Ctx& c, const std::string& pdir, Port& port) {
     Gid gid;
     gid.index = i;
     gid.gid = *g;
-    auto t = read_text_file(pdir + "/gid_attrs/types/" + n);
+    auto t = types.read(n);
     if (t && (*t == "IB/RoCE v1" || *t == "RoCE v2")) {
       gid.type = *t;
     } else if (t) {
@@ -138,7 +187,7 @@ void read_gids(Ctx& c, const std::string& pdir, Port& port) {
       c.warn(pdir + "/gid_attrs/types/" + n + ": GID " + n + " is set but its type is unreadable (" +
              std::strerror(t.error().sys_errno) + ")");
     }
-    auto nd = read_text_file(pdir + "/gid_attrs/ndevs/" + n);
+    auto nd = ndevs.read(n);
     if (nd) gid.netdev = *nd;
     port.gids.push_back(std::move(gid));
   }
@@ -148,12 +197,12 @@ std::string port_netdev(Ctx& c, const std::string& hdir, const Port& p) {
   for (const auto& g : p.gids)
     if (g.index == 0 && !g.netdev.empty()) return g.netdev;
   // Soft-RoCE (rxe, siw) names its netdev in `parent`.
-  if (auto r = read_text_file(hdir + "/parent"); r && !r->empty()) return *r;
+  if (auto r = read_attr(hdir + "/parent"); r && !r->empty()) return *r;
   // mlx5 and others: the PCI function's net/ entries, matched by dev_port.
   auto nets = list_dir(hdir + "/device/net");
   if (nets) {
     for (const auto& n : *nets) {
-      auto dp = read_text_file(hdir + "/device/net/" + n + "/dev_port");
+      auto dp = read_attr(hdir + "/device/net/" + n + "/dev_port");
       auto v = dp ? parse_uint(*dp) : std::nullopt;
       if (!dp || (v && static_cast<int>(*v) == p.port - 1)) return n;
     }
@@ -262,8 +311,8 @@ std::vector<GpuDevice> read_gpus(const std::string& root, std::vector<std::strin
   }
   for (const auto& n : *names) {
     std::string d = dir + "/" + n;
-    auto vendor = read_text_file(d + "/vendor");
-    auto cls = read_text_file(d + "/class");
+    auto vendor = read_attr(d + "/vendor");
+    auto cls = read_attr(d + "/class");
     if (!vendor || !cls) continue;  // not every entry is worth a warning; GPUs are checked below
     std::string v = gpu_vendor(*vendor, *cls);
     if (v.empty()) continue;

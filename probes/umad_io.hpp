@@ -13,6 +13,10 @@
 
 namespace fa::probes {
 
+// Whether libibumad can work here at all (ib_umad loaded); the error says
+// why not. Checked once per discovery pass instead of once per port.
+Status umad_available();
+
 // Sends SubnGet(SMInfo) from ca:port to sm_lid and waits for the reply.
 // Errors say which step failed and why (no ib_umad, no permission, timeout).
 Result<smp::SmInfo> query_sminfo(const std::string& ca, int port, uint32_t sm_lid, int timeout_ms = 200,

@@ -10,7 +10,9 @@
 # Prints, for 250 and 1000 peers, the median time to push the whole peer set
 # onto an up interface with no peers (agent: the full `mesh apply` process,
 # i.e. parse + read + diff + set + link checks + read-back; wg: `wg setconf`),
-# and the ratio agent/wg (target <= 1.0). Then, in a 250-peer mesh where two
+# and the ratio agent/wg (target <= 1.0); agent_lib_ms is apply()'s own
+# elapsed_us (without process start, file parsing and `ip netns exec`, which
+# the wg figure does include), to tell the two costs apart. Then, in a 250-peer mesh where two
 # of the peers are real nodes with live sessions: the time of a one-peer
 # endpoint change (process wall time and the library's own elapsed_us;
 # target < 5 ms) and how many other peers had their session reset (target 0).
@@ -87,13 +89,14 @@ inA wg showconf "$IF" | awk '/^PrivateKey/ {print $3}' >"$DIR/priv"
 chmod 600 "$DIR/priv"
 
 echo "backend: $BACKEND, runs: $RUNS (median of each)"
-printf '%-8s %12s %12s %8s\n' peers agent_ms wg_ms ratio
+printf '%-8s %12s %12s %8s %14s %10s\n' peers agent_ms wg_ms ratio agent_lib_ms lib_ratio
 for N in 250 1000; do
   gen_peers "$N" "$DIR/p$N"
   mesh_json "$DIR/p$N" >"$DIR/m$N.json"
   wg_conf "$DIR/p$N" >"$DIR/w$N.conf"
   wg_conf "$DIR/none" >"$DIR/w0.conf"
   : >"$DIR/ta"
+  : >"$DIR/tal"
   : >"$DIR/tw"
   for ((r = 0; r < RUNS; r++)); do
     apply_a "$DIR/empty.json" >/dev/null
@@ -101,6 +104,7 @@ for N in 250 1000; do
     apply_a "$DIR/m$N.json" >"$DIR/out.json"
     t1=$(now_ns)
     echo $((t1 - t0)) >>"$DIR/ta"
+    grep -o '"elapsed_us": *[0-9]*' "$DIR/out.json" | grep -o '[0-9]*$' | awk '{print $1*1000}' >>"$DIR/tal"
     got=$(inA wg show "$IF" peers | wc -l)
     [ "$got" -eq "$N" ] || { echo "agent left $got peers, expected $N" >&2; exit 1; }
     inA wg setconf "$IF" "$DIR/w0.conf"
@@ -112,8 +116,10 @@ for N in 250 1000; do
     [ "$got" -eq "$N" ] || { echo "wg left $got peers, expected $N" >&2; exit 1; }
   done
   a=$(median <"$DIR/ta")
+  al=$(median <"$DIR/tal")
   w=$(median <"$DIR/tw")
-  printf '%-8s %12s %12s %8s\n' "$N" "$a" "$w" "$(awk -v a="$a" -v w="$w" 'BEGIN {printf "%.2f", a/w}')"
+  printf '%-8s %12s %12s %8s %14s %10s\n' "$N" "$a" "$w" "$(awk -v a="$a" -v w="$w" 'BEGIN {printf "%.2f", a/w}')" \
+    "$al" "$(awk -v a="$al" -v w="$w" 'BEGIN {printf "%.2f", a/w}')"
 done
 
 # One-peer change in a 250-peer mesh with two live sessions (nodes b, c).

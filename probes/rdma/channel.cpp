@@ -57,6 +57,14 @@ std::string addr_text(const sockaddr* sa) {
   return "[" + std::string(host) + "]:" + std::to_string(port);
 }
 
+// A wait that ended without the fd becoming ready: this end is stopping
+// (the server's stop signal), or poll itself failed.
+Fault wait_fault(const std::string& peer) {
+  if (errno == ECANCELED)
+    return Fault{Reason::kPeerClosed, "side channel to " + peer + ": the probe server is stopping"};
+  return Fault{Reason::kDeviceError, "side channel to " + peer + ": poll: " + std::strerror(errno)};
+}
+
 struct AddrInfoFree {
   void operator()(addrinfo* a) const { freeaddrinfo(a); }
 };
@@ -124,7 +132,7 @@ Check Channel::send(const Record& r, Deadline deadline) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       int w = wait_fd(fd_.get(), POLLOUT, cancel_fd_, deadline);
       if (w == 0) return Fault{Reason::kTimeout, "side channel to " + peer_ + ": send timed out"};
-      if (w < 0) return Fault{Reason::kTimeout, "side channel to " + peer_ + ": " + std::strerror(errno)};
+      if (w < 0) return wait_fault(peer_);
       continue;
     }
     int e = errno;
@@ -147,7 +155,7 @@ Outcome<Record> Channel::recv(Deadline deadline) {
                                                std::to_string(kMaxRecordBytes) + " bytes"};
     int w = wait_fd(fd_.get(), POLLIN, cancel_fd_, deadline);
     if (w == 0) return Fault{Reason::kTimeout, "side channel to " + peer_ + ": no record within the deadline"};
-    if (w < 0) return Fault{Reason::kTimeout, "side channel to " + peer_ + ": " + std::strerror(errno)};
+    if (w < 0) return wait_fault(peer_);
     char buf[1024];
     ssize_t n = ::recv(fd_.get(), buf, sizeof buf, MSG_DONTWAIT);
     if (n == 0) return Fault{Reason::kPeerClosed, "side channel to " + peer_ + ": closed by the peer"};

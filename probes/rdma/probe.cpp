@@ -198,6 +198,8 @@ Check validate(const ProbeOptions& o) {
   return std::nullopt;
 }
 
+Check session(const ProbeOptions& o, Port& port, Link& link, Channel& ch, Measured& m);
+
 Check run_client(const ProbeOptions& o, ProbeResult& res, Measured& m) {
   auto port = open_port(o.hca, o.gid_index);
   if (!port.ok()) return port.fault();
@@ -208,31 +210,35 @@ Check run_client(const ProbeOptions& o, ProbeResult& res, Measured& m) {
   auto ch = Channel::connect(o.peer.host, o.peer.port, after(o.connect_timeout_s));
   if (!ch.ok()) return ch.fault();
   res.peer = ch->peer();
-  if (auto f = ch->send(local_endpoint(*port, *link), after(o.stall_timeout_s))) return f;
-  auto reply = ch->recv(after(o.stall_timeout_s));
+  // Leaving this scope releases QP, CQ, MR, buffer, PD and context in that
+  // order, on success and on every failure inside session().
+  Check f = session(o, *port, *link, *ch, m);
+  // Best effort: tell the server why, so its log names the same reason
+  // (a dead channel makes this a no-op).
+  if (f && !f->from_peer) (void)ch->send(Failure{f->reason, "client: " + f->message}, after(0.5));
+  return f;
+}
+
+Check session(const ProbeOptions& o, Port& port, Link& link, Channel& ch, Measured& m) {
+  if (auto f = ch.send(local_endpoint(port, link), after(o.stall_timeout_s))) return f;
+  auto reply = ch.recv(after(o.stall_timeout_s));
   if (!reply.ok()) return reply.fault();
-  if (auto* f = std::get_if<Failure>(&*reply)) return remote_failure(*f, ch->peer());
+  if (auto* f = std::get_if<Failure>(&*reply)) return remote_failure(*f, ch.peer());
   auto* remote = std::get_if<Endpoint>(&*reply);
-  if (!remote) return unexpected(*reply, ch->peer(), "the server's endpoint");
-  if (remote->len != link->len)
+  if (!remote) return unexpected(*reply, ch.peer(), "the server's endpoint");
+  if (remote->len != link.len)
     return Fault{Reason::kProtocolError, "server registered " + std::to_string(remote->len) + " bytes, asked for " +
-                                             std::to_string(link->len)};
-  if (auto f = connect_link(*port, *link, *remote)) {
-    // Tell the server why, so its log names the reason too.
-    (void)ch->send(Failure{f->reason, "client: " + f->message}, after(1));
-    return f;
-  }
-  Client c(o, *link, *ch, *remote);
+                                             std::to_string(link.len)};
+  if (auto f = connect_link(port, link, *remote)) return f;
+  Client c(o, link, ch, *remote);
   if (auto f = c.bandwidth(m)) return f;
   if (auto f = c.latency(m)) return f;
-  if (auto f = ch->send(Done{}, after(o.stall_timeout_s))) return f;
-  auto bye = ch->recv(after(o.stall_timeout_s));
+  if (auto f = ch.send(Done{}, after(o.stall_timeout_s))) return f;
+  auto bye = ch.recv(after(o.stall_timeout_s));
   if (!bye.ok()) return bye.fault();
-  if (auto* f = std::get_if<Failure>(&*bye)) return remote_failure(*f, ch->peer());
-  if (!std::holds_alternative<Done>(*bye)) return unexpected(*bye, ch->peer(), "done");
+  if (auto* f = std::get_if<Failure>(&*bye)) return remote_failure(*f, ch.peer());
+  if (!std::holds_alternative<Done>(*bye)) return unexpected(*bye, ch.peer(), "done");
   return std::nullopt;
-  // Leaving scope releases QP, CQ, MR, buffer, PD, context in that order,
-  // on this path and on every early return above.
 }
 
 }  // namespace
@@ -284,7 +290,7 @@ Result<ProbeResult> run_probe(const ProbeOptions& o) {
 
 struct Server::Impl {
   ServeOptions opts;
-  Port port;
+  Port port;  // opened at start to fail fast on a bad --hca/--gid-index
   Fd listen;
   Fd stop_efd;  // readable once stop() was called: aborts every wait
   std::atomic<bool> stopping{false};
@@ -304,11 +310,15 @@ Check serve_session(Server::Impl& s, Channel& ch) {
   if (remote.len < 128 || remote.len % 64 != 0)
     return Fault{Reason::kProtocolError, "client buffer length " + std::to_string(remote.len) +
                                              " is not a multiple of 64 of at least 128"};
-  auto link = make_link(s.port, remote.len, 64);
+  // The port is re-read per session: its state, MTU or GID table may have
+  // changed since the last one (link flap, address change).
+  auto port = open_port(s.opts.hca, s.opts.gid_index);
+  if (!port.ok()) return port.fault();
+  auto link = make_link(*port, remote.len, 64);
   if (!link.ok()) return link.fault();
   // Straight to RTS: the client writes as soon as it has our endpoint.
-  if (auto f = connect_link(s.port, *link, remote)) return f;
-  if (auto f = ch.send(local_endpoint(s.port, *link), after(io))) return f;
+  if (auto f = connect_link(*port, *link, remote)) return f;
+  if (auto f = ch.send(local_endpoint(*port, *link), after(io))) return f;
 
   // The bandwidth phase is the client's alone; we wait for its next record
   // for as long as a probe may last, but a dead client closes the channel.
@@ -329,7 +339,7 @@ Check serve_session(Server::Impl& s, Channel& ch) {
       if (++spins % 64 != 0) continue;
       if (auto f = reap(*link, &completed, "latency (pong)")) return f;
       if (spins % 4096 == 0) {
-        if (s.stopping.load()) return Fault{Reason::kTimeout, "server stopping"};
+        if (s.stopping.load()) return Fault{Reason::kPeerClosed, "the probe server is stopping"};
         if (auto f = check_side_channel(ch, "pings")) return f;
         if (Clock::now() - t0 > stall)
           return Fault{Reason::kTimeout, "latency: ping " + std::to_string(i) + " did not arrive within " +

@@ -14,9 +14,12 @@ json good() {
   return json::parse(R"({
     "cluster_id": "c-1", "interface": "wg0", "address": "10.42.0.1/24", "listen_port": 51820, "mtu": 1420,
     "peers": [
-      {"public_key": ")" + std::string(kA) + R"(", "endpoint": "192.0.2.10:51820",
+      {"public_key": ")" +
+                     std::string(kA) + R"(", "endpoint": "192.0.2.10:51820",
        "allowed_ips": ["10.42.0.2/32"], "persistent_keepalive": 25},
-      {"public_key": ")" + std::string(kB) + R"(", "endpoint": "[2001:db8::1]:51820", "allowed_ips": ["10.42.0.3/32"]}
+      {"public_key": ")" +
+                     std::string(kB) +
+                     R"(", "endpoint": "[2001:db8::1]:51820", "allowed_ips": ["10.42.0.3/32"]}
     ]})");
 }
 
@@ -137,7 +140,8 @@ TEST_CASE("the whole document is checked: every error is reported", "[desired]")
 
 TEST_CASE("YAML entry point keeps types and quoted strings", "[desired]") {
   std::string y = std::string("cluster_id: c-1\naddress: 10.42.0.2/24\nlisten_port: 51821\npeers:\n") +
-                  "  - public_key: " + kA + "\n    endpoint: 192.0.2.10:51820\n    allowed_ips: [10.42.0.1/32]\n" +
+                  "  - public_key: " + kA +
+                  "\n    endpoint: 192.0.2.10:51820\n    allowed_ips: [10.42.0.1/32]\n" +
                   "    persistent_keepalive: 25\n";
   auto r = parse_desired_yaml(y);
   REQUIRE(r.ok());
@@ -149,6 +153,7 @@ TEST_CASE("YAML entry point keeps types and quoted strings", "[desired]") {
   auto syntax = parse_desired_yaml("cluster_id: [\n");
   REQUIRE(syntax.errors.size() == 1);
   CHECK_THAT(syntax.errors[0].message, Catch::Contains("line"));
-  auto other_cidr = parse_desired_yaml("cluster_id: c\naddress: 172.16.5.1/16\n", ParseOptions{"172.16.0.0/16"});
+  auto other_cidr =
+      parse_desired_yaml("cluster_id: c\naddress: 172.16.5.1/16\n", ParseOptions{"172.16.0.0/16"});
   CHECK(other_cidr.ok());
 }

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // SET_DEVICE splitting: build the messages for a large change set, decode
 // them with the same checked parser used for kernel replies, compare.
-#include <catch2/catch.hpp>
 #include <linux/netlink.h>
 #include <linux/wireguard.h>
 #include <sys/socket.h>
+#include <catch2/catch.hpp>
 
 #include <cstring>
 
@@ -36,15 +36,16 @@ Device big_change(size_t n, size_t fat_peer, size_t fat_ips) {
     }
     p.update_only = i % 5 == 1;
     p.replace_allowed_ips = !p.update_only || i % 2 == 0;
-    std::string ep = i % 3 == 0 ? "[2001:db8::" + std::to_string(i % 9999 + 1) + "]:" + std::to_string(1000 + i)
-                                : "192.0." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1) + ":51820";
+    std::string ep = i % 3 == 0
+                         ? "[2001:db8::" + std::to_string(i % 9999 + 1) + "]:" + std::to_string(1000 + i)
+                         : "192.0." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1) + ":51820";
     p.endpoint = *Endpoint::parse(ep);
     if (i % 4 == 0) p.persistent_keepalive = static_cast<uint16_t>(i % 60);
     size_t nips = i == fat_peer ? fat_ips : 1 + i % 3;
     for (size_t j = 0; j < nips; ++j)
-      p.allowed_ips.push_back(
-          *IpPrefix::parse("10." + std::to_string(j / 256) + "." + std::to_string(j % 256) + "." +
-                           std::to_string(i % 256) + "/32"));
+      p.allowed_ips.push_back(*IpPrefix::parse("10." + std::to_string(j / 256) + "." +
+                                               std::to_string(j % 256) + "." + std::to_string(i % 256) +
+                                               "/32"));
     if (i % 11 == 0) p.allowed_ips.push_back(*IpPrefix::parse("fd00:" + std::to_string(i) + "::/64"));
     d.peers.push_back(p);
   }

@@ -60,9 +60,9 @@ TEST_CASE("base64 and hex key codecs round-trip and reject bad input", "[keys]")
   REQUIRE(back.ok());
   CHECK(*back == k);
   CHECK(key_to_hex(k) == "8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a");
-  CHECK_FALSE(key_from_base64("hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo").ok());    // no padding
-  CHECK_FALSE(key_from_base64("hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTm*=").ok());   // bad char
-  CHECK_FALSE(key_from_base64("hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmp=").ok());   // non-canonical
+  CHECK_FALSE(key_from_base64("hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo").ok());   // no padding
+  CHECK_FALSE(key_from_base64("hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTm*=").ok());  // bad char
+  CHECK_FALSE(key_from_base64("hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmp=").ok());  // non-canonical
   CHECK_FALSE(key_from_base64("").ok());
   CHECK_FALSE(key_from_hex("8520").ok());
   CHECK_FALSE(key_from_hex("x520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a").ok());

@@ -3,8 +3,8 @@
 // underlay exists only inside them), `fabric-agent mesh apply` in each with
 // the userspace backend (wireguard-go; the host kernel has no WireGuard), and
 // the real wireguard-tools `wg` as the independent observer.
-#include <catch2/catch.hpp>
 #include <signal.h>
+#include <catch2/catch.hpp>
 
 #include <chrono>
 #include <set>
@@ -34,10 +34,10 @@ struct Mesh {
       ns.push_back("fan" + t + "-" + s);
       // /var/run/wireguard is shared by all namespaces: names must differ.
       ifn.push_back("fw" + t + "n" + s);
-      run("ip netns add " + ns[i] + " && ip -n " + ns[i] + " link set lo up && ip -n " + bns + " link add v" + s +
-          " type veth peer name eth0 netns " + ns[i] + " && ip -n " + bns + " link set v" + s +
-          " master br0 up && ip -n " + ns[i] + " addr add 192.168.77." + s + "/24 dev eth0 && ip -n " + ns[i] +
-          " link set eth0 up");
+      run("ip netns add " + ns[i] + " && ip -n " + ns[i] + " link set lo up && ip -n " + bns + " link add v" +
+          s + " type veth peer name eth0 netns " + ns[i] + " && ip -n " + bns + " link set v" + s +
+          " master br0 up && ip -n " + ns[i] + " addr add 192.168.77." + s + "/24 dev eth0 && ip -n " +
+          ns[i] + " link set eth0 up");
     }
     pub.resize(n);
   }
@@ -66,16 +66,16 @@ struct Mesh {
   json apply(size_t i, const json& d) const {
     std::string f = dir + "/n" + std::to_string(i) + ".json";
     write_file(f, d.dump(2));
-    auto o = run("ip netns exec " + ns[i] + " " + agent() + " mesh apply --backend userspace --json --file " + f +
-                 " 2>" + dir + "/err.log");
+    auto o = run("ip netns exec " + ns[i] + " " + agent() + " mesh apply --backend userspace --json --file " +
+                 f + " 2>" + dir + "/err.log");
     INFO("apply on " << ns[i] << " rc=" << o.rc << "\n" << o.out << "\n" << read_file(dir + "/err.log"));
     REQUIRE(o.rc == 0);
     return json::parse(o.out);
   }
 
   bool ping(size_t from, size_t to) const {
-    return run("ip netns exec " + ns[from] + " ping -n -q -c 2 -i 0.2 -W 2 10.42.0." + std::to_string(to + 1) +
-               " >/dev/null 2>&1")
+    return run("ip netns exec " + ns[from] + " ping -n -q -c 2 -i 0.2 -W 2 10.42.0." +
+               std::to_string(to + 1) + " >/dev/null 2>&1")
                .rc == 0;
   }
 
@@ -239,8 +239,8 @@ TEST_CASE("netns: born in the underlay namespace, moved into the pod's, socket s
                    " --netns " + pod + " 2>/dev/null");
   REQUIRE(shown.rc == 0);
   CHECK(json::parse(shown.out)["peers"].size() == 1);
-  CHECK(run("ip netns exec " + m.ns[0] + " " + agent() + " mesh down --interface " + m.ifn[0] + " --netns " + pod +
-            " 2>/dev/null")
+  CHECK(run("ip netns exec " + m.ns[0] + " " + agent() + " mesh down --interface " + m.ifn[0] + " --netns " +
+            pod + " 2>/dev/null")
             .rc == 0);
   CHECK(run("ip -n " + pod + " link show " + m.ifn[0] + " 2>/dev/null").rc != 0);
   CHECK(m.wg_pid(0).empty());
@@ -249,12 +249,48 @@ TEST_CASE("netns: born in the underlay namespace, moved into the pod's, socket s
 TEST_CASE("invalid file: named field, nothing touched", "[netns]") {
   Mesh m(1);
   json d = m.doc(0, false);
-  d["peers"] = {{{"public_key", "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo="}, {"endpoint", "nope"},
+  d["peers"] = {{{"public_key", "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo="},
+                 {"endpoint", "nope"},
                  {"allowed_ips", {"10.42.0.2/32"}}}};
   std::string f = m.dir + "/bad.json";
   write_file(f, d.dump());
   auto o = run("ip netns exec " + m.ns[0] + " " + agent() + " mesh apply --file " + f + " 2>&1");
   CHECK(o.rc == 2);
   CHECK_THAT(o.out, Catch::Contains("peers[0].endpoint: `nope': expected IPv4:port or [IPv6]:port"));
+  CHECK(run("ip -n " + m.ns[0] + " link show " + m.ifn[0] + " 2>/dev/null").rc != 0);
+}
+
+TEST_CASE("wireguard-go outlives a SIGKILLed agent process group; mesh down stops it", "[netns]") {
+  Mesh m(1);
+  std::string f = m.dir + "/n0.json";
+  write_file(f, m.doc(0, false).dump());
+  // The agent and a shell that outlives it share one new process group; the
+  // whole group is then killed with SIGKILL, as a supervisor would.
+  auto o = run("ip netns exec " + m.ns[0] + " setsid sh -c '" + agent() + " mesh apply --file " + f + " >" +
+               m.dir + "/a.log 2>&1; sleep 60' >/dev/null 2>&1 & echo $!");
+  pid_t leader = static_cast<pid_t>(std::stol(o.out));
+  bool up = false;
+  for (int i = 0; i < 100 && !up; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    up = read_file(m.dir + "/a.log").find("created") != std::string::npos;
+  }
+  REQUIRE(up);
+  std::string pid = m.wg_pid(0);
+  REQUIRE_FALSE(pid.empty());
+  (void)leader;  // setsid may have forked: find the shell by its command line
+  auto sh = run("pgrep -f \"^sh -c " + agent() + " mesh apply --file " + f + "\"").out;
+  REQUIRE_FALSE(sh.empty());
+  pid_t pgid = ::getpgid(static_cast<pid_t>(std::stol(sh)));
+  REQUIRE(pgid > 1);
+  REQUIRE(pgid != ::getpgrp());
+  CHECK(::kill(-pgid, SIGKILL) == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CHECK(run("pgrep -f \"^sh -c " + agent() + " mesh apply --file " + f + "\"").out.empty());
+  CHECK(m.wg_pid(0) == pid);
+  CHECK(run("ip netns exec " + m.ns[0] + " wg show " + m.ifn[0] + " public-key").rc == 0);
+  CHECK(
+      run("ip netns exec " + m.ns[0] + " " + agent() + " mesh down --interface " + m.ifn[0] + " 2>/dev/null")
+          .rc == 0);
+  CHECK(m.wg_pid(0).empty());
   CHECK(run("ip -n " + m.ns[0] + " link show " + m.ifn[0] + " 2>/dev/null").rc != 0);
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-#include <catch2/catch.hpp>
 #include <sys/socket.h>
+#include <catch2/catch.hpp>
 
 #include "overlay/overlay.hpp"
 
@@ -55,15 +55,18 @@ TEST_CASE("prefixes and endpoints parse, print and reject", "[model]") {
 }
 
 TEST_CASE("diff: identical state is a no-op", "[diff]") {
-  Device a = dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"})});
+  Device a =
+      dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"})});
   Device b = a;
   std::reverse(b.peers.begin(), b.peers.end());
   CHECK(is_noop(diff(a, b)));
 }
 
 TEST_CASE("diff: add and remove touch only those peers", "[diff]") {
-  Device cur = dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"})});
-  Device want = dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}), peer(3, "192.0.2.3:51820", {"10.42.0.4/32"})});
+  Device cur =
+      dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"})});
+  Device want =
+      dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}), peer(3, "192.0.2.3:51820", {"10.42.0.4/32"})});
   Device ch = diff(cur, want);
   REQUIRE(ch.peers.size() == 2);
   CHECK_FALSE(ch.replace_peers);
@@ -82,7 +85,8 @@ TEST_CASE("diff: add and remove touch only those peers", "[diff]") {
 }
 
 TEST_CASE("diff: endpoint change sends only the endpoint of that peer", "[diff]") {
-  Device cur = dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"})});
+  Device cur =
+      dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"})});
   Device want = cur;
   want.peers[1].endpoint = ep("192.0.2.22:51821");
   Device ch = diff(cur, want);
@@ -96,7 +100,8 @@ TEST_CASE("diff: endpoint change sends only the endpoint of that peer", "[diff]"
 }
 
 TEST_CASE("diff: allowed-IP change replaces that peer's list only", "[diff]") {
-  Device cur = dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"})});
+  Device cur =
+      dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"})});
   Device want = cur;
   want.peers[0].allowed_ips.push_back(pfx("10.42.0.128/25"));
   Device ch = diff(cur, want);
@@ -127,10 +132,12 @@ TEST_CASE("diff: keepalive, key and port changes", "[diff]") {
 }
 
 TEST_CASE("merge(current, diff(current, desired)) holds the desired peers", "[diff]") {
-  Device cur = dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"}),
-                    peer(4, "192.0.2.4:51820", {"10.42.0.5/32"}, 25)});
-  Device want = dev({peer(1, "192.0.2.9:51820", {"10.42.0.2/32", "10.42.0.66/32"}),
-                     peer(3, "[2001:db8::3]:51820", {"10.42.0.4/32"}), peer(4, "192.0.2.4:51820", {"10.42.0.5/32"})});
+  Device cur =
+      dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"}),
+           peer(4, "192.0.2.4:51820", {"10.42.0.5/32"}, 25)});
+  Device want =
+      dev({peer(1, "192.0.2.9:51820", {"10.42.0.2/32", "10.42.0.66/32"}),
+           peer(3, "[2001:db8::3]:51820", {"10.42.0.4/32"}), peer(4, "192.0.2.4:51820", {"10.42.0.5/32"})});
   want.listen_port = 4000;
   Device got = merge(cur, diff(cur, want));
   CHECK(got.listen_port == 4000);

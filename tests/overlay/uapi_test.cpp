@@ -83,13 +83,13 @@ TEST_CASE("UAPI set request carries exactly the change set", "[uapi]") {
   up.update_only = true;
   up.endpoint = *Endpoint::parse("[2001:db8::1]:7");
   ch.peers = {add, rm, up};
-  CHECK(uapi_set_request(ch) == std::string("set=1\nprivate_key=") + kPriv + "\nlisten_port=51820\npublic_key=" +
-                                    kPeer1 +
-                                    "\nendpoint=192.0.2.1:51820\npersistent_keepalive_interval=25\n"
-                                    "replace_allowed_ips=true\nallowed_ip=10.42.0.2/32\nallowed_ip=10.42.0.128/25\n"
-                                    "public_key=" +
-                                    kPeer2 + "\nremove=true\npublic_key=" + kPeer2 +
-                                    "\nupdate_only=true\nendpoint=[2001:db8::1]:7\n\n");
+  CHECK(uapi_set_request(ch) ==
+        std::string("set=1\nprivate_key=") + kPriv + "\nlisten_port=51820\npublic_key=" + kPeer1 +
+            "\nendpoint=192.0.2.1:51820\npersistent_keepalive_interval=25\n"
+            "replace_allowed_ips=true\nallowed_ip=10.42.0.2/32\nallowed_ip=10.42.0.128/25\n"
+            "public_key=" +
+            kPeer2 + "\nremove=true\npublic_key=" + kPeer2 +
+            "\nupdate_only=true\nendpoint=[2001:db8::1]:7\n\n");
   CHECK(uapi_set_request(Device{}) == "set=1\n\n");
   CHECK(uapi_parse_set_reply("errno=0\n\n").ok());
   auto e = uapi_parse_set_reply("errno=22\n\n");

@@ -4,8 +4,14 @@
 // run the whole binary against real rtnetlink.
 #include <catch2/catch.hpp>
 
-#include <algorithm>
+#include <stdlib.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "probes/inspect.hpp"
 #include "probes/logic.hpp"
 #include "probes/sysfs_io.hpp"
 
@@ -16,7 +22,8 @@ namespace {
 std::string fx(const char* name) { return std::string(FA_FIXTURES_DIR) + "/" + name; }
 
 bool any_contains(const std::vector<std::string>& v, const std::string& needle) {
-  return std::any_of(v.begin(), v.end(), [&](const std::string& s) { return s.find(needle) != std::string::npos; });
+  return std::any_of(v.begin(), v.end(),
+                     [&](const std::string& s) { return s.find(needle) != std::string::npos; });
 }
 
 const Hca& by_name(const std::vector<Hca>& v, const std::string& n) {
@@ -33,8 +40,8 @@ TEST_CASE("fixture a: 8 InfiniBand HCAs, a RoCE management card, 8 GPUs") {
   CHECK(w.empty());
   std::vector<std::string> names;
   for (const auto& h : hcas) names.push_back(h.name);
-  CHECK(names == std::vector<std::string>{"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6",
-                                          "mlx5_7", "mlx5_10", "mlx5_11"});
+  CHECK(names == std::vector<std::string>{"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5",
+                                          "mlx5_6", "mlx5_7", "mlx5_10", "mlx5_11"});
   const Hca& h0 = by_name(hcas, "mlx5_0");
   CHECK(h0.node_guid == "a088:c203:00b1:2c40");
   CHECK(h0.fw_ver == "28.39.1002");
@@ -90,8 +97,8 @@ TEST_CASE("fixture a: 8 InfiniBand HCAs, a RoCE management card, 8 GPUs") {
   for (const auto& g : gpus) nearest.push_back(g.nearest_hca);
   // GPU 3 shares a switch with mlx5_3, which is DOWN: the nearest fabric HCA
   // is then one on the same root complex.
-  CHECK(nearest ==
-        std::vector<std::string>{"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_0", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7"});
+  CHECK(nearest == std::vector<std::string>{"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_0", "mlx5_4", "mlx5_5",
+                                            "mlx5_6", "mlx5_7"});
 }
 
 TEST_CASE("fixture b: GID tables with IPv6 and link-local entries before the IPv4 ones") {
@@ -159,4 +166,64 @@ TEST_CASE("fixture e: damaged trees give warnings naming the path, and what was 
   // Nothing here is a fabric, and the selection says so instead of guessing.
   auto s = select_fabric(hcas, NetState{}, {}, InspectOptions{});
   CHECK(s.fabric.kind == "none");
+}
+
+TEST_CASE("random damage to a fixture never crashes and always renders") {
+  namespace fs = std::filesystem;
+  char tmpl[] = "/tmp/fa-probes-fuzz-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { fs::remove_all(dir); }
+  } cleanup{tmpl};
+  std::string root = std::string(tmpl) + "/b";
+  fs::copy(fx("b-roce"), root, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  std::vector<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(root))
+    if (e.is_regular_file() && !e.is_symlink()) files.push_back(e.path().string());
+  REQUIRE(files.size() > 100);
+  // The network of the netns test, so damage reaches the selection too.
+  NetState net;
+  for (auto [n, a] : {std::pair{"ens3np0", 0x0a14000bu}, std::pair{"ens4np0", 0x0a14000cu},
+                      std::pair{"ens5np0", 0x0a14000du}}) {
+    NetLink l;
+    l.name = n;
+    l.up = true;
+    l.addrs = {{a, 16}};
+    net.links.push_back(l);
+  }
+  std::mt19937 rng(20261129);  // fixed seed: a failure reproduces
+  const std::string alphabet = "0123456789abcdefx:: \n-GbsecACTIVE\xff\xc3\x01";
+  for (int round = 0; round < 300; ++round) {
+    const std::string& victim = files[rng() % files.size()];
+    std::string junk;
+    size_t len = rng() % 48;
+    for (size_t i = 0; i < len; ++i) junk += alphabet[rng() % alphabet.size()];
+    std::ofstream(victim, std::ios::trunc) << junk;
+    std::vector<std::string> w;
+    Report r;
+    r.hcas = read_hcas(root, w);
+    r.gpus.devices = read_gpus(root, w);
+    InspectOptions o;
+    o.provider_id = "p";
+    auto s = select_fabric(r.hcas, net, {}, o);
+    assign_nearest_hcas(r.gpus.devices, r.hcas, s.fabric.ports);
+    r.fabric = s.fabric;
+    r.nccl = s.nccl;
+    r.warnings = w;
+    std::string out;
+    REQUIRE_NOTHROW(out = to_json(r).dump());
+    REQUIRE_NOTHROW(to_table(r));
+    REQUIRE_FALSE(out.empty());
+  }
+}
+
+TEST_CASE("printable keeps UTF-8 and escapes the rest") {
+  CHECK(printable("mlx5_0") == "mlx5_0");
+  CHECK(printable("caf\xc3\xa9") == "caf\xc3\xa9");
+  CHECK(printable("a\xff"
+                  "b") == "a\\xffb");
+  CHECK(printable("\x01tab\t") == "\\x01tab\\x09");
+  CHECK(printable("cut \xc3") == "cut \\xc3");
+  CHECK(printable("\xed\xa0\x80") == "\\xed\\xa0\\x80");  // a UTF-16 surrogate is not UTF-8
 }

@@ -3,8 +3,8 @@
 // real rtnetlink: each test builds a network namespace with dummy interfaces
 // named as in the fixture, carrying its addresses and default route, and
 // runs `fabric-agent inspect --json` inside it.
-#include <catch2/catch.hpp>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <atomic>
 #include <cstdio>
@@ -74,7 +74,8 @@ class Netns {
     if (up) run("ip link set " + ifname + " up");
   }
   json inspect(const std::string& root, const std::string& extra = "") {
-    Run r = capture("ip netns exec " + name_ + " " + binary() + " inspect --sysfs-root " + root + " --json " + extra);
+    Run r = capture("ip netns exec " + name_ + " " + binary() + " inspect --sysfs-root " + root + " --json " +
+                    extra);
     INFO(r.out);
     REQUIRE(r.rc == 0);
     return json::parse(r.out);
@@ -134,8 +135,8 @@ TEST_CASE("fixture a: InfiniBand fabric, exact-match NCCL_IB_HCA, internet card 
   json j = ns.inspect(fx("a-ib-8gpu"), cfg.arg());
 
   CHECK(j["fabric"]["kind"] == "infiniband");
-  CHECK(j["fabric"]["ports"] == json({"mlx5_0:1", "mlx5_1:1", "mlx5_2:1", "mlx5_4:1", "mlx5_5:1", "mlx5_6:1",
-                                      "mlx5_7:1"}));
+  CHECK(j["fabric"]["ports"] ==
+        json({"mlx5_0:1", "mlx5_1:1", "mlx5_2:1", "mlx5_4:1", "mlx5_5:1", "mlx5_6:1", "mlx5_7:1"}));
   CHECK(j["nccl_env"]["NCCL_IB_HCA"] == "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1");
   CHECK(j["nccl_env"]["NCCL_IB_GID_INDEX"].is_null());
   CHECK(j["nccl_env"]["NCCL_SOCKET_IFNAME"] == "wg0");
@@ -177,8 +178,9 @@ TEST_CASE("fixture a: InfiniBand fabric, exact-match NCCL_IB_HCA, internet card 
   CHECK(j["counters"]["mlx5_0:1"]["counters"]["port_xmit_data"] == 1234567890);
   CHECK(j["counters"]["mlx5_5:1"]["counters"]["symbol_error"] == 3);
   CHECK(j["reasons"]["NCCL_IB_HCA"].get<std::string>().find("exact") != std::string::npos);
-  CHECK(j["reasons"]["fabric"].get<std::string>().find("mlx5_10:1 GID 3 (203.0.113.10 on ens5f0np0): carries the "
-                                                       "default route") != std::string::npos);
+  CHECK(j["reasons"]["fabric"].get<std::string>().find(
+            "mlx5_10:1 GID 3 (203.0.113.10 on ens5f0np0): carries the "
+            "default route") != std::string::npos);
 }
 
 TEST_CASE("fixture a without a default route on the management card: it becomes a second fabric and loses") {
@@ -194,8 +196,8 @@ TEST_CASE("fixture a without a default route on the management card: it becomes 
 TEST_CASE("fixture a as a table for a person") {
   Netns ns;
   auto cfg = empty_config();
-  Run r = capture("ip netns exec " + ns.name() + " " + binary() + " inspect --sysfs-root " + fx("a-ib-8gpu") + " " +
-                  cfg.arg());
+  Run r = capture("ip netns exec " + ns.name() + " " + binary() + " inspect --sysfs-root " + fx("a-ib-8gpu") +
+                  " " + cfg.arg());
   REQUIRE(r.rc == 0);
   CHECK(r.out.find("fabric    infiniband") != std::string::npos);
   CHECK(r.out.find("NCCL_IB_HCA==mlx5_0:1,") != std::string::npos);
@@ -282,7 +284,8 @@ TEST_CASE("fixture c: config pins the fabric netdev and the HCAs") {
     TempConfig cfg("fabric:\n  hcas: [mlx5_9]\n");
     json j = ns.inspect(fx("c-roce-vlan"), cfg.arg());
     CHECK(j["fabric"]["kind"] == "none");
-    CHECK(j["reasons"]["fabric"].get<std::string>().find("not in the configured fabric.hcas") != std::string::npos);
+    CHECK(j["reasons"]["fabric"].get<std::string>().find("not in the configured fabric.hcas") !=
+          std::string::npos);
   }
 }
 
@@ -314,4 +317,29 @@ TEST_CASE("bad config: inspect refuses with the file position") {
   Run r = capture(binary() + " inspect --sysfs-root " + fx("d-none") + " " + cfg.arg() + " 2>&1");
   CHECK(r.rc == 2);
   CHECK(r.out.find("agent.yaml:2:") != std::string::npos);
+}
+
+TEST_CASE("fixture f: the real rxe0 dump on vethA 192.168.77.1/24 is a RoCE fabric at GID 1") {
+  Netns ns;
+  ns.dummy("vethA", "192.168.77.1/24");
+  ns.dummy("eth0", "10.0.2.15/24");
+  ns.run("ip route add default via 10.0.2.2 dev eth0");
+  TempConfig cfg("provider_id: lab\n");
+  json j = ns.inspect(fx("f-rxe"), cfg.arg());
+  CHECK(j["warnings"].empty());
+  CHECK(j["fabric"]["kind"] == "roce");
+  CHECK(j["fabric"]["ports"] == json({"rxe0:1"}));
+  CHECK(j["fabric"]["id"] == "roce:lab:192.168.77.0/24");
+  CHECK(j["fabric"]["address"] == "192.168.77.1");
+  CHECK(j["fabric"]["netdev"] == "vethA");
+  CHECK(j["nccl_env"]["NCCL_IB_HCA"] == "=rxe0:1");
+  CHECK(j["nccl_env"]["NCCL_IB_GID_INDEX"] == "1");
+  const json& h = j["hcas"][0];
+  CHECK(h["name"] == "rxe0");
+  CHECK(h["node_guid"] == "1c95:bcff:fea6:281c");
+  CHECK(h["fw_ver"].is_null());  // rxe writes an empty fw_ver
+  CHECK(h["pci"].is_null());
+  CHECK(h["ports"][0]["rate_gbps"] == 10);
+  CHECK(h["ports"][0]["gids"].size() == 2);  // 1022 empty slots skipped
+  CHECK(j["counters"]["rxe0:1"]["hw_counters"]["lifespan"] == 12);
 }

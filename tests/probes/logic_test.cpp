@@ -84,10 +84,12 @@ NetState roce_net() {
 }
 
 bool any_contains(const std::vector<std::string>& v, const std::string& needle) {
-  return std::any_of(v.begin(), v.end(), [&](const std::string& s) { return s.find(needle) != std::string::npos; });
+  return std::any_of(v.begin(), v.end(),
+                     [&](const std::string& s) { return s.find(needle) != std::string::npos; });
 }
 
-Hca ib_hca(const std::string& name, const std::string& state, uint32_t sm_lid, const char* prefix = "fe80:0000:0000:0000") {
+Hca ib_hca(const std::string& name, const std::string& state, uint32_t sm_lid,
+           const char* prefix = "fe80:0000:0000:0000") {
   Port p;
   p.port = 1;
   p.state = state;
@@ -106,8 +108,8 @@ TEST_CASE("rate parsing reads the kernel's rate text") {
   CHECK(parse_rate_gbps("2.5 Gb/sec (1X SDR)") == Approx(2.5));
   CHECK(parse_rate_gbps("53.125 Gb/sec (1X HDR)") == Approx(53.125));
   CHECK(parse_rate_gbps("200 Gb/sec (4X HDR)\n") == Approx(200));
-  for (const char* bad : {"", "fast", "400", "400 Mb/sec (4X NDR)", "-5 Gb/sec (4X)", "Gb/sec", "0 Gb/sec (x)",
-                          "4OO Gb/sec (4X NDR)"})
+  for (const char* bad : {"", "fast", "400", "400 Mb/sec (4X NDR)", "-5 Gb/sec (4X)", "Gb/sec",
+                          "0 Gb/sec (x)", "4OO Gb/sec (4X NDR)"})
     CHECK_FALSE(parse_rate_gbps(bad).has_value());
 }
 
@@ -118,7 +120,8 @@ TEST_CASE("numbered states and LIDs") {
   CHECK(s->second == "ACTIVE");
   CHECK(parse_numbered_state("5: LinkUp")->second == "LinkUp");
   CHECK(parse_numbered_state("4: Port Configuration Training")->second == "Port Configuration Training");
-  for (const char* bad : {"", "banana", ": ACTIVE", "4:", "x: ACTIVE", "4: ACT;IVE"}) CHECK_FALSE(parse_numbered_state(bad));
+  for (const char* bad : {"", "banana", ": ACTIVE", "4:", "x: ACTIVE", "4: ACT;IVE"})
+    CHECK_FALSE(parse_numbered_state(bad));
   CHECK(parse_uint("0x1a") == 26u);
   CHECK(parse_uint("0x0") == 0u);
   CHECK(parse_uint("17") == 17u);
@@ -155,8 +158,50 @@ TEST_CASE("natural order puts mlx5_2 before mlx5_10") {
 }
 
 TEST_CASE("NCCL_IB_HCA is an exact-match list in natural order") {
-  CHECK(format_nccl_ib_hca({"mlx5_10:1", "mlx5_2:1", "mlx5_1:1", "mlx5_2:1"}) == "=mlx5_1:1,mlx5_2:1,mlx5_10:1");
+  CHECK(format_nccl_ib_hca({"mlx5_10:1", "mlx5_2:1", "mlx5_1:1", "mlx5_2:1"}) ==
+        "=mlx5_1:1,mlx5_2:1,mlx5_10:1");
   CHECK(format_nccl_ib_hca({"mlx5_0:1"}) == "=mlx5_0:1");
+}
+
+namespace {
+
+// NCCL's documented NCCL_IB_HCA matching: comma-separated `dev[:port]`
+// entries, each a prefix of the device name, unless the value starts with
+// '=' (exact names). A missing port matches every port.
+bool nccl_selects(std::string env, const std::string& dev, int port) {
+  bool exact = !env.empty() && env[0] == '=';
+  if (exact) env.erase(0, 1);
+  size_t start = 0;
+  while (start <= env.size()) {
+    size_t end = env.find(',', start);
+    std::string e = env.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    std::string name = e.substr(0, e.find(':'));
+    int p = e.find(':') == std::string::npos ? -1 : std::stoi(e.substr(e.find(':') + 1));
+    bool name_ok = exact ? dev == name : dev.rfind(name, 0) == 0;
+    if (name_ok && (p == -1 || p == port)) return true;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "NCCL_IB_HCA selects exactly the fabric ports; without '=' mlx5_1 would also pick mlx5_10 and mlx5_11") {
+  std::vector<std::string> fabric = {"mlx5_0:1", "mlx5_1:1", "mlx5_2:1", "mlx5_4:1",
+                                     "mlx5_5:1", "mlx5_6:1", "mlx5_7:1"};
+  std::string env = format_nccl_ib_hca(fabric);
+  std::vector<std::string> devices = {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3",  "mlx5_4",
+                                      "mlx5_5", "mlx5_6", "mlx5_7", "mlx5_10", "mlx5_11"};
+  std::vector<std::string> picked, picked_prefix;
+  for (const auto& d : devices) {
+    if (nccl_selects(env, d, 1)) picked.push_back(d + ":1");
+    if (nccl_selects(env.substr(1), d, 1)) picked_prefix.push_back(d + ":1");
+  }
+  CHECK(picked == fabric);
+  CHECK(std::count(picked_prefix.begin(), picked_prefix.end(), "mlx5_10:1") == 1);
+  CHECK(std::count(picked_prefix.begin(), picked_prefix.end(), "mlx5_11:1") == 1);
 }
 
 TEST_CASE("RoCE: GID index of the fabric address, never the internet-facing card") {
@@ -199,9 +244,9 @@ TEST_CASE("RoCE: without the default route on it, the internet card joins as ano
 
 TEST_CASE("RoCE: down netdevs, missing addresses and unknown netdevs are not fabric") {
   auto net = roce_net();
-  net.links[1].up = false;          // ens3np0 down
-  net.links[2].addrs.clear();       // ens4np0 lost its address
-  net.links.pop_back();             // ens5np0 vanished
+  net.links[1].up = false;     // ens3np0 down
+  net.links[2].addrs.clear();  // ens4np0 lost its address
+  net.links.pop_back();        // ens5np0 vanished
   InspectOptions o;
   auto s = select_fabric(roce_node(), net, {}, o);
   CHECK(s.fabric.kind == "none");
@@ -252,8 +297,11 @@ TEST_CASE("RoCE: a pinned netdev and an HCA allow-list restrict the choice") {
 
 TEST_CASE("RoCE: fabric address on a VLAN netdev over the port") {
   std::string nd = "ens1f0np0", vl = "ens1f0np0.100";
-  std::vector<Gid> g = {{0, kLL, "IB/RoCE v1", nd}, {1, kLL, "RoCE v2", nd}, {2, kLL, "IB/RoCE v1", vl},
-                        {3, kLL, "RoCE v2", vl},    {4, v4gid("10.30.0.5"), "IB/RoCE v1", vl},
+  std::vector<Gid> g = {{0, kLL, "IB/RoCE v1", nd},
+                        {1, kLL, "RoCE v2", nd},
+                        {2, kLL, "IB/RoCE v1", vl},
+                        {3, kLL, "RoCE v2", vl},
+                        {4, v4gid("10.30.0.5"), "IB/RoCE v1", vl},
                         {5, v4gid("10.30.0.5"), "RoCE v2", vl}};
   NetState net;
   net.links = {up_link(nd, nullptr, 0), up_link(vl, "10.30.0.5", 24), up_link("eno1", "192.0.2.50", 24)};
@@ -265,7 +313,8 @@ TEST_CASE("RoCE: fabric address on a VLAN netdev over the port") {
 }
 
 TEST_CASE("InfiniBand: fabric id from subnet prefix and SM GUID") {
-  std::vector<Hca> h = {ib_hca("mlx5_0", "ACTIVE", 1), ib_hca("mlx5_1", "ACTIVE", 1), ib_hca("mlx5_2", "DOWN", 0)};
+  std::vector<Hca> h = {ib_hca("mlx5_0", "ACTIVE", 1), ib_hca("mlx5_1", "ACTIVE", 1),
+                        ib_hca("mlx5_2", "DOWN", 0)};
   std::vector<std::pair<std::string, SmLookup>> sm = {{"mlx5_0:1", {0x0002c90300a1b2c3ull, ""}},
                                                       {"mlx5_1:1", {0x0002c90300a1b2c3ull, ""}}};
   auto s = select_fabric(h, NetState{}, sm, InspectOptions{});
@@ -277,18 +326,19 @@ TEST_CASE("InfiniBand: fabric id from subnet prefix and SM GUID") {
   CHECK(s.fabric.ports == std::vector<std::string>{"mlx5_0:1", "mlx5_1:1"});
   CHECK_FALSE(s.nccl.ib_gid_index);
   // A second machine of the same fabric prints the same id; another SM, another id.
-  auto s2 = select_fabric({ib_hca("mlx5_4", "ACTIVE", 1)}, NetState{}, {{"mlx5_4:1", {0x0002c90300a1b2c3ull, ""}}},
-                          InspectOptions{});
+  auto s2 = select_fabric({ib_hca("mlx5_4", "ACTIVE", 1)}, NetState{},
+                          {{"mlx5_4:1", {0x0002c90300a1b2c3ull, ""}}}, InspectOptions{});
   CHECK(s2.fabric.id == s.fabric.id);
-  auto s3 = select_fabric({ib_hca("mlx5_0", "ACTIVE", 1)}, NetState{}, {{"mlx5_0:1", {0x0002c90300ffffffull, ""}}},
-                          InspectOptions{});
+  auto s3 = select_fabric({ib_hca("mlx5_0", "ACTIVE", 1)}, NetState{},
+                          {{"mlx5_0:1", {0x0002c90300ffffffull, ""}}}, InspectOptions{});
   CHECK(s3.fabric.id != s.fabric.id);
 }
 
 TEST_CASE("InfiniBand: ports of two fabrics, most ACTIVE ports wins") {
-  std::vector<Hca> h = {ib_hca("mlx5_0", "ACTIVE", 1), ib_hca("mlx5_1", "ACTIVE", 1), ib_hca("mlx5_2", "ACTIVE", 1)};
-  std::vector<std::pair<std::string, SmLookup>> sm = {{"mlx5_0:1", {0x11, ""}}, {"mlx5_1:1", {0x22, ""}},
-                                                      {"mlx5_2:1", {0x22, ""}}};
+  std::vector<Hca> h = {ib_hca("mlx5_0", "ACTIVE", 1), ib_hca("mlx5_1", "ACTIVE", 1),
+                        ib_hca("mlx5_2", "ACTIVE", 1)};
+  std::vector<std::pair<std::string, SmLookup>> sm = {
+      {"mlx5_0:1", {0x11, ""}}, {"mlx5_1:1", {0x22, ""}}, {"mlx5_2:1", {0x22, ""}}};
   auto s = select_fabric(h, NetState{}, sm, InspectOptions{});
   CHECK(s.fabric.ports == std::vector<std::string>{"mlx5_1:1", "mlx5_2:1"});
   CHECK(s.fabric.sm_guid == "0x0000000000000022");

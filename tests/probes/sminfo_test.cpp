@@ -18,11 +18,11 @@ namespace {
 
 std::array<uint8_t, 256> hand_reply() {
   std::array<uint8_t, 256> m{};
-  m[0] = 0x01;   // BaseVersion
-  m[1] = 0x01;   // MgmtClass: subnet management, LID routed
-  m[2] = 0x01;   // ClassVersion
-  m[3] = 0x81;   // Method: GetResp
-  m[4] = 0x00;   // Status
+  m[0] = 0x01;  // BaseVersion
+  m[1] = 0x01;  // MgmtClass: subnet management, LID routed
+  m[2] = 0x01;  // ClassVersion
+  m[3] = 0x81;  // Method: GetResp
+  m[4] = 0x00;  // Status
   m[5] = 0x00;
   const uint8_t tid[8] = {0x00, 0x00, 0x00, 0x00, 0xde, 0xad, 0xbe, 0xef};
   for (int i = 0; i < 8; ++i) m[8 + i] = tid[i];
@@ -80,12 +80,18 @@ TEST_CASE("SMInfo encode lays out the same bytes") {
 TEST_CASE("SMInfo replies that are not ours are refused") {
   auto m = hand_reply();
   CHECK_FALSE(smp::decode_sminfo_response(m, 0xdeadbef0ull).ok());  // other transaction
+  auto kernel_tid = m;
+  kernel_tid[8] = 0x00;  // ib_umad's agent id in the upper 32 bits: still our reply
+  kernel_tid[10] = 0x01;
+  kernel_tid[11] = 0x7f;
+  CHECK(smp::decode_sminfo_response(kernel_tid, 0xdeadbeefull).ok());
   auto bad = m;
   bad[3] = 0x01;  // a Get, not a GetResp
   CHECK(smp::decode_sminfo_response(bad, 0xdeadbeefull).error().message.find("method") != std::string::npos);
   bad = m;
   bad[17] = 0x15;  // PortInfo
-  CHECK(smp::decode_sminfo_response(bad, 0xdeadbeefull).error().message.find("attribute") != std::string::npos);
+  CHECK(smp::decode_sminfo_response(bad, 0xdeadbeefull).error().message.find("attribute") !=
+        std::string::npos);
   bad = m;
   bad[5] = 0x0c;  // status: unsupported attribute/modifier
   CHECK(smp::decode_sminfo_response(bad, 0xdeadbeefull).error().message.find("0x000c") != std::string::npos);
@@ -93,7 +99,8 @@ TEST_CASE("SMInfo replies that are not ours are refused") {
   bad[1] = 0x81;  // directed route class
   CHECK_FALSE(smp::decode_sminfo_response(bad, 0xdeadbeefull).ok());
   std::vector<uint8_t> short_mad(m.begin(), m.begin() + 80);
-  CHECK(smp::decode_sminfo_response(short_mad, 0xdeadbeefull).error().message.find("too short") != std::string::npos);
+  CHECK(smp::decode_sminfo_response(short_mad, 0xdeadbeefull).error().message.find("too short") !=
+        std::string::npos);
 }
 
 TEST_CASE("SMInfo through libibumad fails with a reason where umad is unavailable") {
