@@ -294,3 +294,34 @@ TEST_CASE("wireguard-go outlives a SIGKILLed agent process group; mesh down stop
   CHECK(m.wg_pid(0).empty());
   CHECK(run("ip -n " + m.ns[0] + " link show " + m.ifn[0] + " 2>/dev/null").rc != 0);
 }
+
+TEST_CASE("a wireguard-go someone else started is reused, not restarted", "[netns]") {
+  Mesh m(1);
+  // Started by hand (daemonizing, as an operator would), not by the agent.
+  REQUIRE(run("ip netns exec " + m.ns[0] + " wireguard-go " + m.ifn[0] + " >/dev/null 2>&1").rc == 0);
+  std::string pid;
+  for (int i = 0; i < 100 && pid.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (run("ip netns exec " + m.ns[0] + " wg show " + m.ifn[0] + " >/dev/null 2>&1").rc == 0)
+      pid = run("pgrep -f 'wireguard-go " + m.ifn[0] + "$'").out;
+  }
+  REQUIRE_FALSE(pid.empty());
+  json r = m.apply(0, m.doc(0, false));
+  CHECK(r["changes"]["created"] == false);
+  CHECK(r["backend"] == "userspace");
+  CHECK_THAT(r["changes"]["backend_reason"].get<std::string>(), Catch::Contains("adopted"));
+  CHECK(run("pgrep -f 'wireguard-go " + m.ifn[0] + "$'").out == pid);
+  CHECK(r["public_key"].is_string());  // a key was generated into the adopted device
+  CHECK(run("ip netns exec " + m.ns[0] + " ping -c 1 -W 1 10.42.0.1 >/dev/null 2>&1").rc == 0);
+  // down removes the interface; the process it did not start is not signalled
+  // by the agent (wireguard-go exits on its own once its tun is gone).
+  CHECK(
+      run("ip netns exec " + m.ns[0] + " " + agent() + " mesh down --interface " + m.ifn[0] + " 2>/dev/null")
+          .rc == 0);
+  CHECK(run("ip -n " + m.ns[0] + " link show " + m.ifn[0] + " 2>/dev/null").rc != 0);
+  // Ours to end in the test only: the very pid started above, if still there.
+  pid_t p = static_cast<pid_t>(std::stol(pid));
+  for (int i = 0; i < 100 && ::kill(p, 0) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (::kill(p, 0) == 0) ::kill(p, SIGTERM);
+}
