@@ -9,6 +9,7 @@
 
 #include "agent/cli.hpp"
 #include "overlay/cli.hpp"
+#include "pods/cli.hpp"
 #include "probes/cli.hpp"
 #include "probes/rdma/cli.hpp"
 
@@ -29,8 +30,10 @@ const Command kCommands[] = {
     {"run", "the daemon: HTTP API for the control plane (see docs/api.md)", fa::agent::cmd_run},
     {"status", "the local daemon's view: fabric, NCCL env, mesh, pods", fa::agent::cmd_status},
     {"cluster", "cluster form --agent URL...: check a set of agents and form their mesh", fa::agent::cmd_cluster},
+    {"cdi", "CDI spec for fabric-agent.io/rdma=all: cdi generate [--output DIR]", fa::pods::cmd_cdi},
     {"inspect", "one discovery pass: HCAs, GIDs, GPUs, fabric identity, NCCL env", fa::probes::cmd_inspect},
     {"mesh", "WireGuard overlay: mesh apply --file F | show [--json] | down", fa::overlay::cmd_mesh},
+    {"oci-hook", "run by the container runtime: oci-hook create-runtime|poststop", fa::pods::cmd_oci_hook},
     {"probe", "RDMA link probe between two agents: probe rdma serve|run", fa::rdma::cmd_probe},
     {"version", "print the version", cmd_version},
 };
