@@ -45,7 +45,7 @@ deb2=/tmp/pkgs/$(basename "$DEB2")
 
 # What exists before the package (and its dependencies) arrive.
 snapshot() {
-  in_root "$root" find / -xdev \( -path /proc -o -path /sys -o -path /tmp -o -path /run \) -prune -o -print | sort
+  in_root "$root" find / -xdev \( -path /proc -o -path /sys -o -path /tmp \) -prune -o -print | sort
 }
 t0=$(date +%s)
 out=$(in_root "$root" apt-get update -q 2>&1)
@@ -184,8 +184,9 @@ leftover=""
 while IFS= read -r p; do
   case "$p" in
     /var/lib/dpkg/* | /var/lib/apt/* | /var/cache/apt/* | /var/cache/debconf/* | /var/log/* | /var/cache/ldconfig/* | /etc/ld.so.cache) continue ;;
-    # groupadd's backups, when a dependency's postinst adds a group (rdma).
-    /etc/group- | /etc/gshadow- | /etc/passwd- | /etc/shadow-) continue ;;
+    # adduser's lock and groupadd's backups, when a dependency's postinst
+    # adds a system group (libibverbs1 adds "rdma").
+    /run/adduser | /etc/group- | /etc/gshadow- | /etc/passwd- | /etc/shadow-) continue ;;
   esac
   if grep -qxF -- "$p" "$work/owned"; then continue; fi
   if [ -d "$root$p" ] && [ ! -L "$root$p" ]; then
