@@ -2,6 +2,7 @@
 # The two commands a newcomer needs:
 #   make run    install dependencies, build, run the agent on embedded defaults
 #   make test   install dependencies, build (plain and ASan/UBSan), run every test
+#   make package  build the .deb and the .rpm into $(BUILD)/packages (docs/packaging.md)
 # CI runs `make test` (see .ci/run). -Werror is on when CI is set.
 
 BUILD      ?= build
@@ -9,10 +10,13 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 WERROR     ?= $(if $(CI),ON,OFF)
 CMAKE_ARGS ?=
-# Labels the sanitizer pass skips: the lab runs the plain binary in a VM.
-ASAN_EXCLUDE ?= lab
+# Labels the sanitizer pass skips: the lab runs the plain binary in a VM;
+# packages are built from the plain (release) build only.
+ASAN_EXCLUDE ?= lab|packaging
+# `make package PACKAGE_RELEASE=2` builds the next package revision.
+PACKAGE_RELEASE ?= 1
 
-.PHONY: all deps build build-asan run test test-fast test-asan clean format
+.PHONY: all deps build build-asan run test test-fast test-asan package clean format
 
 all: build
 
@@ -44,6 +48,11 @@ test: build build-asan
 # Unit tests only, for a quick edit-compile-test loop.
 test-fast: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L unit
+
+# fabric-agent_<version>-<release>_amd64.deb and fabric-agent-<version>-<release>.x86_64.rpm
+package: build
+	cd $(BUILD) && cpack -D CPACK_DEBIAN_PACKAGE_RELEASE=$(PACKAGE_RELEASE) -D CPACK_RPM_PACKAGE_RELEASE=$(PACKAGE_RELEASE)
+	@ls -l $(BUILD)/packages/*.deb $(BUILD)/packages/*.rpm
 
 format:
 	git ls-files '*.cpp' '*.hpp' | xargs clang-format -i

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The .deb's life in a Debian 12 root (debootstrap minbase, cached):
+# install with apt (dependencies resolve from the Debian archive), files and
+# modes, token, unit enabled, `fabric-agent version` and `inspect`; edit
+# agent.yaml and upgrade to a higher release non-interactively (the edit and
+# the token are kept, the daemon is restarted, not stopped); remove (config
+# and state kept, daemon stopped); purge (everything the package created is
+# gone: the root matches its pre-install listing except for the dependencies
+# apt pulled in and dpkg/apt's own bookkeeping).
+#
+# No services run in the root: policy-rc.d answers 101 ("not allowed") and
+# records what deb-systemd-invoke asked for, so the start/restart/stop calls
+# of the maintainer scripts are checked without starting anything.
+# /run/systemd/system exists in the root (the scripts' "systemd is running"
+# test); the root has systemd's systemctl (not as init), which works offline
+# in a chroot: deb-systemd-helper enables the unit through it, as on a host.
+#   deb_chroot.sh SOURCE_DIR PACKAGES_DIR
+set -uo pipefail
+FA_TEST_NAME=packaging:deb-chroot
+source "$(dirname "$0")/lib.sh"
+
+src=$1
+fa_packages "$2"
+fa_unit_known "$src"
+work=$(mktemp -d /var/tmp/fa-deb-chroot.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+root="$work/root"
+t0=$(date +%s)
+fa_unpack_root "$root"
+log "root unpacked in $(($(date +%s) - t0)) s"
+
+# Test scaffolding, outside anything the package touches.
+cat >"$root/usr/sbin/policy-rc.d" <<'EOF'
+#!/bin/sh
+echo "$*" >> /var/log/fa-policy-rc.log
+exit 101
+EOF
+chmod 0755 "$root/usr/sbin/policy-rc.d"
+mkdir -p "$root/run/systemd/system" "$root/tmp/pkgs" "$root/tmp/fixtures"
+cp "$DEB1" "$DEB2" "$root/tmp/pkgs/"
+cp -a "$src/tests/fixtures/a-ib-8gpu" "$root/tmp/fixtures/"
+deb1=/tmp/pkgs/$(basename "$DEB1")
+deb2=/tmp/pkgs/$(basename "$DEB2")
+
+# What exists before the package (and its dependencies) arrive.
+snapshot() {
+  in_root "$root" find / -xdev \( -path /proc -o -path /sys -o -path /tmp -o -path /run \) -prune -o -print | sort
+}
+t0=$(date +%s)
+out=$(in_root "$root" apt-get update -q 2>&1)
+check "apt-get update in the root: $out" test $? -eq 0
+log "apt-get update: $(($(date +%s) - t0)) s"
+snapshot >"$work/before"
+in_root "$root" dpkg-query -W -f '${Package}\n' | sort >"$work/pkgs-before"
+
+# --- install ---
+t0=$(date +%s)
+out=$(in_root "$root" apt-get install -y -q --no-install-recommends "$deb1" </dev/null 2>&1)
+rc=$?
+log "apt-get install: $(($(date +%s) - t0)) s"
+check "apt-get install ./fabric-agent (release 1): $out" test $rc -eq 0
+status=$(in_root "$root" dpkg-query -W -f '${Status} ${Version}' fabric-agent 2>&1)
+expect_match "installed" '^install ok installed [0-9.]+-1$' "$status"
+check "apt-get check: dependencies satisfied" in_root "$root" apt-get check -q
+expect_eq "dpkg --audit: nothing half-installed" "" "$(in_root "$root" dpkg --audit 2>&1)"
+for lib in libibverbs1 libibumad3 libnl-3-200 libnl-route-3-200 libnl-genl-3-200 libyaml-cpp0.7; do
+  expect_match "dependency $lib installed by apt" '^install ok installed$' \
+    "$(in_root "$root" dpkg-query -W -f '${Status}' "$lib" 2>&1)"
+done
+
+expect_eq "/usr/bin/fabric-agent" "755 root root" "$(stat_of "$root/usr/bin/fabric-agent")"
+[ -z "$HAVE_UNIT" ] || expect_eq "unit" "644 root root" "$(stat_of "$root/usr/lib/systemd/system/fabric-agent.service")"
+expect_eq "agent.yaml" "644 root root" "$(stat_of "$root/etc/fabric-agent/agent.yaml")"
+expect_eq "state dir" "700 root root" "$(stat_of "$root/var/lib/fabric-agent")"
+expect_eq "token" "600 root root" "$(stat_of "$root/var/lib/fabric-agent/token")"
+check "token is 64 hex digits" grep -Eqx '[0-9a-f]{64}' "$root/var/lib/fabric-agent/token"
+token=$(cat "$root/var/lib/fabric-agent/token" 2>/dev/null)
+expect_eq "man page" "644 root root" "$(stat_of "$root/usr/share/man/man8/fabric-agent.8.gz")"
+expect_eq "copyright" "644 root root" "$(stat_of "$root/usr/share/doc/fabric-agent/copyright")"
+expect_eq "changelog.Debian.gz" "644 root root" "$(stat_of "$root/usr/share/doc/fabric-agent/changelog.Debian.gz")"
+expect_match "conffile registered" '^ /etc/fabric-agent/agent\.yaml [0-9a-f]{32}$' \
+  "$(in_root "$root" dpkg-query -W -f '${Conffiles}\n' fabric-agent)"
+[ -z "$HAVE_UNIT" ] || check "unit enabled (deb-systemd-helper)" test -L "$root/etc/systemd/system/multi-user.target.wants/fabric-agent.service"
+[ -z "$HAVE_UNIT" ] || expect_eq "systemctl is-enabled" enabled "$(in_root "$root" systemctl --root=/ is-enabled fabric-agent.service 2>&1)"
+expect_match "postinst asked to start the daemon" '^fabric-agent\.service start$' "$(cat "$root/var/log/fa-policy-rc.log" 2>&1)"
+
+out=$(in_root "$root" fabric-agent version 2>&1)
+expect_match "fabric-agent version" '^fabric-agent [0-9]+\.[0-9]+\.[0-9]+$' "$out"
+# inspect reads /etc/fabric-agent/agent.yaml: the shipped conffile must load.
+out=$(in_root "$root" fabric-agent inspect 2>&1)
+check "fabric-agent inspect (this host's /sys, shipped config): $out" test $? -eq 0
+out=$(in_root "$root" fabric-agent inspect --json --sysfs-root /tmp/fixtures/a-ib-8gpu 2>&1)
+expect_match "inspect --json on the InfiniBand fixture" '"kind": "infiniband"' "$out"
+
+# --- edit, upgrade non-interactively ---
+# Two edits: provider_id, and overlay.interface, which inspect reports back
+# as NCCL_SOCKET_IFNAME (so the installed binary is seen using the edit).
+sed -i -e 's/^#provider_id: ""$/provider_id: "chroot-edit"/' -e 's/^#overlay:$/overlay:/' \
+  -e 's/^#  interface: wg0$/  interface: wg7/' "$root/etc/fabric-agent/agent.yaml"
+check "edit applied" grep -qx 'provider_id: "chroot-edit"' "$root/etc/fabric-agent/agent.yaml"
+expect_match "inspect uses the edited config" '"NCCL_SOCKET_IFNAME": "wg7"' \
+  "$(in_root "$root" fabric-agent inspect --json --sysfs-root /tmp/fixtures/a-ib-8gpu 2>&1)"
+: >"$root/var/log/fa-policy-rc.log"
+t0=$(date +%s)
+out=$(in_root "$root" apt-get install -y -q --no-install-recommends "$deb2" </dev/null 2>&1)
+rc=$?
+log "apt-get install (upgrade): $(($(date +%s) - t0)) s"
+check "upgrade to release 2 without a prompt: $out" test $rc -eq 0
+expect_match "upgraded" '^install ok installed [0-9.]+-2$' "$(in_root "$root" dpkg-query -W -f '${Status} ${Version}' fabric-agent 2>&1)"
+check "upgrade keeps the edit" grep -qx 'provider_id: "chroot-edit"' "$root/etc/fabric-agent/agent.yaml"
+check "no .dpkg-dist/.dpkg-new/.dpkg-old" sh -c "! ls '$root/etc/fabric-agent/' | grep -q dpkg"
+expect_eq "upgrade keeps the token" "$token" "$(cat "$root/var/lib/fabric-agent/token" 2>/dev/null)"
+policy=$(cat "$root/var/log/fa-policy-rc.log" 2>&1)
+expect_match "upgrade restarts the daemon" '^fabric-agent\.service restart$' "$policy"
+expect_no_match "upgrade does not stop it first" 'stop' "$policy"
+expect_match "the upgraded binary uses the kept edit" '"NCCL_SOCKET_IFNAME": "wg7"' \
+  "$(in_root "$root" fabric-agent inspect --json --sysfs-root /tmp/fixtures/a-ib-8gpu 2>&1)"
+
+# --- remove: config and state stay ---
+: >"$root/var/log/fa-policy-rc.log"
+out=$(in_root "$root" apt-get remove -y -q fabric-agent </dev/null 2>&1)
+check "apt-get remove: $out" test $? -eq 0
+expect_match "config-files state" '^deinstall ok config-files' "$(in_root "$root" dpkg-query -W -f '${Status}' fabric-agent 2>&1)"
+expect_match "prerm stopped the daemon" '^fabric-agent\.service stop$' "$(cat "$root/var/log/fa-policy-rc.log" 2>&1)"
+check "binary removed" test ! -e "$root/usr/bin/fabric-agent"
+check "unit removed" test ! -e "$root/usr/lib/systemd/system/fabric-agent.service"
+[ -z "$HAVE_UNIT" ] || expect_eq "unit masked until purge (deb-systemd-helper)" /dev/null "$(readlink "$root/etc/systemd/system/fabric-agent.service")"
+check "remove keeps the edited config" grep -qx 'provider_id: "chroot-edit"' "$root/etc/fabric-agent/agent.yaml"
+expect_eq "remove keeps the token" "$token" "$(cat "$root/var/lib/fabric-agent/token" 2>/dev/null)"
+
+# --- purge: nothing the package created is left ---
+out=$(in_root "$root" apt-get purge -y -q fabric-agent </dev/null 2>&1)
+check "apt-get purge: $out" test $? -eq 0
+expect_eq "not known to dpkg" "" "$(in_root "$root" dpkg-query -W -f '${Status}' fabric-agent 2>/dev/null)"
+for p in /etc/fabric-agent /var/lib/fabric-agent /etc/systemd/system/multi-user.target.wants/fabric-agent.service \
+  /etc/systemd/system/fabric-agent.service /usr/share/doc/fabric-agent; do
+  check "purge removed $p" test ! -e "$root$p" -a ! -L "$root$p"
+done
+rm -f "$root/var/log/fa-policy-rc.log"
+snapshot >"$work/after"
+in_root "$root" dpkg-query -W -f '${Package}\n' | sort >"$work/pkgs-after"
+# Paths new since before the install must belong to a dependency apt pulled
+# in, or be dpkg/apt bookkeeping, or be a directory deb-systemd-helper keeps
+# for every package (its state dirs, target .wants dirs).
+comm -13 "$work/pkgs-before" "$work/pkgs-after" >"$work/new-pkgs"
+log "dependencies apt installed: $(tr '\n' ' ' <"$work/new-pkgs")"
+: >"$work/owned"
+while read -r p; do in_root "$root" dpkg -L "$p" </dev/null >>"$work/owned" 2>/dev/null; done <"$work/new-pkgs"
+# dpkg names some files by their pre-/usr-merge path (/lib/...); find sees /usr/lib/...
+sed -E 'p; s#^/(bin|sbin|lib|lib32|lib64|libx32)(/|$)#/usr/\1\2#' "$work/owned" | sort -u >"$work/owned.merged"
+mv "$work/owned.merged" "$work/owned"
+leftover=""
+while IFS= read -r p; do
+  case "$p" in
+    /var/lib/dpkg/* | /var/lib/apt/* | /var/cache/apt/* | /var/cache/debconf/* | /var/log/* | /var/cache/ldconfig/* | /etc/ld.so.cache) continue ;;
+    # groupadd's backups, when a dependency's postinst adds a group (rdma).
+    /etc/group- | /etc/gshadow- | /etc/passwd- | /etc/shadow-) continue ;;
+  esac
+  if grep -qxF -- "$p" "$work/owned"; then continue; fi
+  if [ -d "$root$p" ] && [ ! -L "$root$p" ]; then
+    case "$p" in
+      /etc/systemd/system | /etc/systemd/system/* | /var/lib/systemd | /var/lib/systemd/*)
+        [ -z "$(find "$root$p" ! -type d)" ] && continue ;;
+    esac
+  fi
+  leftover+="$p"$'\n'
+done < <(comm -13 "$work/before" "$work/after")
+expect_eq "purge leaves nothing else behind" "" "$leftover"
+check "nothing named fabric-agent left anywhere" sh -c "! grep -q fabric-agent '$work/after'"
+
+finish

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The .deb as built: control fields, run-time dependencies (every shared
+# library the binary needs is declared through its Debian package), files,
+# owners and modes, conffiles, maintainer scripts, a stripped binary with no
+# debug sections, and lintian with no error and no warning left unexplained
+# (each override carries a one-line reason).
+#   deb_contents.sh SOURCE_DIR BUILD_DIR PACKAGES_DIR
+set -uo pipefail
+FA_TEST_NAME=packaging:deb
+source "$(dirname "$0")/lib.sh"
+
+src=$1
+build=$2
+fa_packages "$3"
+fa_unit_known "$src"
+work=$(mktemp -d /var/tmp/fa-deb-contents.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+version=$(dpkg-deb -f "$DEB1" Version)
+expect_match "Version is upstream-release" '^[0-9]+\.[0-9]+\.[0-9]+-1$' "$version"
+expect_eq "Package" fabric-agent "$(dpkg-deb -f "$DEB1" Package)"
+expect_eq "Architecture" amd64 "$(dpkg-deb -f "$DEB1" Architecture)"
+expect_eq "Section" net "$(dpkg-deb -f "$DEB1" Section)"
+expect_eq "release 2 is newer" 0 "$(dpkg --compare-versions "$(dpkg-deb -f "$DEB2" Version)" gt "$version"; echo $?)"
+
+# Run-time dependencies: every NEEDED soname of the binary maps (on this
+# build host) to a Debian package that Depends names.
+depends=$(dpkg-deb -f "$DEB1" Depends | tr ',' '\n' | sed 's/^ *//; s/ .*//; s/:any$//')
+log "Depends: $(dpkg-deb -f "$DEB1" Depends)"
+for lib in libibverbs1 libibumad3 libnl-3-200 libnl-route-3-200 libnl-genl-3-200 libyaml-cpp0.7 libssl3 libc6 libstdc++6; do
+  expect_line "Depends names $lib" "$lib" "$depends"
+done
+needed=$(readelf -d "$build/agent/fabric-agent" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+for so in $needed; do
+  path=$(ldconfig -p | awk -v so="$so" '$1 == so && /x86-64/ { print $NF; exit }')
+  pkg=$(dpkg -S "$(readlink -f "$path")" 2>/dev/null | head -n1 | cut -d: -f1)
+  [ -n "$pkg" ] || pkg=$(dpkg -S "$path" 2>/dev/null | head -n1 | cut -d: -f1)
+  if [ -z "$pkg" ]; then fail "no Debian package found for NEEDED $so ($path)"; continue; fi
+  # The library's shlibs may name a virtual package it provides
+  # (libspdlog1.10 provides libspdlog1.10-fmt9).
+  ok=no
+  for name in $pkg $(dpkg-query -W -f '${Provides}' "$pkg" | tr ',' '\n' | sed 's/^ *//; s/ .*//'); do
+    printf '%s\n' "$depends" | grep -Fxq -- "$name" && ok=yes
+  done
+  expect_eq "NEEDED $so ($pkg or what it provides) is declared in Depends" yes "$ok"
+done
+
+# Files, owners and modes as dpkg will create them.
+listing=$(dpkg-deb -c "$DEB1")
+expect_match "binary 0755 root" '^-rwxr-xr-x root/root .* \./usr/bin/fabric-agent$' "$listing"
+[ -z "$HAVE_UNIT" ] || expect_match "unit under lib/systemd/system" '^-rw-r--r-- root/root .* \./usr/lib/systemd/system/fabric-agent\.service$' "$listing"
+expect_match "config 0644" '^-rw-r--r-- root/root .* \./etc/fabric-agent/agent\.yaml$' "$listing"
+expect_match "state dir 0700" '^drwx------ root/root .* \./var/lib/fabric-agent/$' "$listing"
+expect_match "man page" '^-rw-r--r-- root/root .* \./usr/share/man/man8/fabric-agent\.8\.gz$' "$listing"
+expect_match "copyright" '^-rw-r--r-- root/root .* \./usr/share/doc/fabric-agent/copyright$' "$listing"
+expect_match "changelog.Debian.gz" '^-rw-r--r-- root/root .* \./usr/share/doc/fabric-agent/changelog\.Debian\.gz$' "$listing"
+expect_match "lintian overrides" '^-rw-r--r-- root/root .* \./usr/share/lintian/overrides/fabric-agent$' "$listing"
+expect_no_match "no RPM-only license dir" 'usr/share/licenses' "$listing"
+expect_no_match "no token shipped (created on install)" 'var/lib/fabric-agent/.' "$listing"
+expect_eq "every entry owned by root/root" "" "$(printf '%s\n' "$listing" | awk '$2 != "root/root"')"
+
+# Control area: conffiles and maintainer scripts.
+dpkg-deb -e "$DEB1" "$work/control"
+expect_eq "conffiles" "/etc/fabric-agent/agent.yaml" "$(cat "$work/control/conffiles")"
+for s in postinst prerm postrm; do
+  expect_eq "$s mode" "755 root root" "$(stat_of "$work/control/$s")"
+  check "$s is valid sh" sh -n "$work/control/$s"
+done
+expect_match "postinst creates the token" 'fa_create_token' "$(cat "$work/control/postinst")"
+expect_match "postinst enables the unit" 'deb-systemd-helper enable fabric-agent.service' "$(cat "$work/control/postinst")"
+expect_match "postinst starts/restarts through deb-systemd-invoke" 'deb-systemd-invoke "\$fa_action" fabric-agent.service' "$(cat "$work/control/postinst")"
+expect_match "prerm stops on remove" 'deb-systemd-invoke stop fabric-agent.service' "$(cat "$work/control/prerm")"
+expect_match "postrm purges state" 'rm -rf /var/lib/fabric-agent' "$(cat "$work/control/postrm")"
+
+# Data: the shipped files are the sources, the binary is stripped.
+dpkg-deb -x "$DEB1" "$work/data"
+check "agent.yaml is packaging/agent.yaml" cmp -s "$src/packaging/agent.yaml" "$work/data/etc/fabric-agent/agent.yaml"
+[ -z "$HAVE_UNIT" ] || check "unit is systemd/fabric-agent.service" cmp -s "$src/systemd/fabric-agent.service" \
+  "$work/data/usr/lib/systemd/system/fabric-agent.service"
+check "man page is packaging/fabric-agent.8" cmp -s "$src/packaging/fabric-agent.8" <(zcat "$work/data/usr/share/man/man8/fabric-agent.8.gz")
+sections=$(readelf -S -W "$work/data/usr/bin/fabric-agent")
+expect_no_match "no symbol table" '\.symtab' "$sections"
+expect_no_match "no debug sections" '\.debug_' "$sections"
+expect_match "build id kept (matches the unstripped build binary)" '\.note\.gnu\.build-id' "$sections"
+bid() { readelf -n "$1" | sed -n 's/.*Build ID: //p'; }
+expect_eq "same build id as build/agent/fabric-agent" "$(bid "$build/agent/fabric-agent")" "$(bid "$work/data/usr/bin/fabric-agent")"
+
+# lintian: no error, no warning; every override has a reason on the line above.
+overrides="$src/packaging/deb/lintian-overrides"
+prev=""
+while IFS= read -r line; do
+  case "$line" in
+    '' | '#'*) ;;
+    *) expect_match "override '$line' has a one-line reason above it" '^# [^ ].{9,}' "$prev" ;;
+  esac
+  prev=$line
+done <"$overrides"
+start=$(date +%s)
+lint=$(lintian --fail-on error,warning --display-info "$DEB1" 2>&1)
+rc=$?
+log "lintian ($(($(date +%s) - start)) s, exit $rc):"
+printf '%s\n' "$lint" | sed 's/^/  /' >&2
+expect_eq "lintian: no error or warning left" 0 "$rc"
+expect_no_match "lintian: no unused override" 'unused-override|mismatched-override' "$lint"
+
+finish

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The .rpm: queries on the file (-qpl, -qpR, --scripts, --configfiles, modes,
+# changelog, stripped binary), then install, upgrade and erase with
+# `rpm --root DIR --nodeps` into a Debian 12 root (it has the /bin/sh and
+# coreutils the scriptlets run with; --nodeps because its libraries are not
+# in an rpm database). The root has systemd's systemctl but no running
+# systemd, as in an image build: the scriptlets enable/disable offline.
+#   rpm.sh SOURCE_DIR BUILD_DIR PACKAGES_DIR
+set -uo pipefail
+FA_TEST_NAME=packaging:rpm
+source "$(dirname "$0")/lib.sh"
+
+src=$1
+build=$2
+fa_packages "$3"
+fa_unit_known "$src"
+work=$(mktemp -d /var/tmp/fa-rpm.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+q() { rpm -qp --nosignature "$@" 2>&1; }
+
+expect_match "name-version-release" '^fabric-agent-[0-9]+\.[0-9]+\.[0-9]+-1\.x86_64$' "$(q --qf '%{NEVRA}\n' "$RPM1")"
+expect_eq "license" "Apache-2.0" "$(q --qf '%{LICENSE}' "$RPM1")"
+expect_eq "release 2 is newer" 2 "$(q --qf '%{RELEASE}' "$RPM2")"
+
+# -qpl: the files, nothing Debian-only, no distribution-owned directories.
+files=$(q -l "$RPM1")
+for f in /usr/bin/fabric-agent ${HAVE_UNIT:+/usr/lib/systemd/system/fabric-agent.service} /etc/fabric-agent/agent.yaml \
+  /var/lib/fabric-agent /usr/share/man/man8/fabric-agent.8.gz /usr/share/licenses/fabric-agent/LICENSE \
+  /usr/share/doc/fabric-agent/README.md; do
+  expect_match "-qpl lists $f" "^${f//./\\.}\$" "$files"
+done
+expect_no_match "no Debian-only files" 'changelog\.Debian|lintian' "$files"
+expect_no_match "does not own system directories" '^(/usr|/usr/bin|/usr/lib|/usr/lib/systemd|/usr/lib/systemd/system|/usr/share|/usr/share/man|/usr/share/man/man8|/etc|/var|/var/lib)$' "$files"
+
+# --configfiles: agent.yaml only (noreplace); the unit is NOT a config file.
+expect_eq "--configfiles" "/etc/fabric-agent/agent.yaml" "$(q --configfiles "$RPM1")"
+expect_eq "agent.yaml is %config(noreplace) (fflags c+n)" "/etc/fabric-agent/agent.yaml cn" \
+  "$(q --qf '[%{FILENAMES} %{FILEFLAGS:fflags}\n]' "$RPM1" | grep '^/etc/fabric-agent/agent.yaml ')"
+expect_no_match "the unit has no file flags (not %config)" '^/usr/lib/systemd/system/fabric-agent\.service .' \
+  "$(q --qf '[%{FILENAMES} %{FILEFLAGS:fflags}\n]' "$RPM1")"
+
+# Modes and owners (--dump: path size mtime digest mode owner group ...).
+dump=$(q --dump "$RPM1")
+mode() { printf '%s\n' "$dump" | awk -v p="$1" '$1 == p { print substr($5, length($5) - 2), $6, $7 }'; }
+expect_eq "binary mode" "755 root root" "$(mode /usr/bin/fabric-agent)"
+expect_eq "state dir mode" "700 root root" "$(mode /var/lib/fabric-agent)"
+expect_eq "config mode" "644 root root" "$(mode /etc/fabric-agent/agent.yaml)"
+[ -z "$HAVE_UNIT" ] || expect_eq "unit mode" "644 root root" "$(mode /usr/lib/systemd/system/fabric-agent.service)"
+
+# -qpR: the libraries by name and the exact sonames rpmbuild found.
+requires=$(q -R "$RPM1")
+log "Requires: $(printf '%s\n' "$requires" | grep -v '^rpmlib' | tr '\n' ' ')"
+for r in libibverbs libibumad libnl3 yaml-cpp spdlog openssl-libs systemd-libs; do
+  expect_line "-qpR names $r" "$r" "$requires"
+done
+# Every NEEDED library of the binary, by soname (rpmbuild's elfdeps).
+for so in $(readelf -d "$build/agent/fabric-agent" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+  case "$so" in ld-linux*) continue ;; esac
+  expect_line "-qpR requires NEEDED $so" "$so()(64bit)" "$requires"
+done
+
+# --scripts: the systemd macros, written out, and the token.
+scripts=$(q --scripts "$RPM1")
+expect_match "%post applies the preset on first install (%systemd_post)" 'systemctl --no-reload preset fabric-agent\.service' "$scripts"
+expect_match "%post creates the token" '^fa_create_token$' "$scripts"
+expect_match "%preun disables and stops on erase (%systemd_preun)" 'systemctl --no-reload disable --now fabric-agent\.service' "$scripts"
+expect_match "%postun restarts after upgrade (%systemd_postun_with_restart)" 'systemctl try-restart fabric-agent\.service' "$scripts"
+# A macro name left in a scriptlet, even in a comment, is expanded by an
+# rpmbuild that defines it (a multi-line macro would escape the comment).
+expect_no_match "no '%' in scriptlets" '%' "$scripts"
+expect_match "%changelog from packaging/changelog" '^\* [A-Z][a-z]{2} [A-Z][a-z]{2} [0-9]+ [0-9]{4} .* - [0-9.]+-1$' "$(q --changelog "$RPM1")"
+
+# The payload: stripped binary, sources shipped as they are.
+mkdir -p "$work/payload"
+(cd "$work/payload" && rpm2cpio "$RPM1" | cpio -idm --quiet)
+sections=$(readelf -S -W "$work/payload/usr/bin/fabric-agent")
+expect_no_match "stripped: no symbol table" '\.symtab' "$sections"
+expect_no_match "stripped: no debug sections" '\.debug_' "$sections"
+check "agent.yaml is packaging/agent.yaml" cmp -s "$src/packaging/agent.yaml" "$work/payload/etc/fabric-agent/agent.yaml"
+
+# Install, upgrade, erase into a root.
+root="$work/root"
+fa_unpack_root "$root"
+R() { rpm --root "$root" --dbpath /var/lib/rpm --nosignature "$@"; }
+check "rpm --initdb" R --initdb
+out=$(R -i --nodeps "$RPM1" 2>&1)
+check "rpm -i --nodeps (release 1): $out" test $? -eq 0
+expect_match "installed" '^fabric-agent-.*-1\.x86_64$' "$(R -q fabric-agent 2>&1)"
+expect_eq "binary" "755 root root" "$(stat_of "$root/usr/bin/fabric-agent")"
+expect_eq "state dir" "700 root root" "$(stat_of "$root/var/lib/fabric-agent")"
+expect_eq "token created by %post" "600 root root" "$(stat_of "$root/var/lib/fabric-agent/token")"
+check "token is 64 hex digits" grep -Eqx '[0-9a-f]{64}' "$root/var/lib/fabric-agent/token"
+token=$(cat "$root/var/lib/fabric-agent/token" 2>/dev/null)
+expect_eq "-qc" "/etc/fabric-agent/agent.yaml" "$(R -qc fabric-agent 2>&1)"
+# The root's systemd preset enables units it does not name (Debian's).
+[ -z "$HAVE_UNIT" ] || check "%post applied the preset: unit enabled" test -L "$root/etc/systemd/system/multi-user.target.wants/fabric-agent.service"
+check "rpm -V: installed files unchanged" R -V --nodeps fabric-agent
+
+sed -i 's/^#provider_id: ""$/provider_id: "rpm-edit"/' "$root/etc/fabric-agent/agent.yaml"
+out=$(R -U --nodeps "$RPM2" 2>&1)
+check "rpm -U --nodeps (release 2): $out" test $? -eq 0
+expect_match "upgraded" '^fabric-agent-.*-2\.x86_64$' "$(R -q fabric-agent 2>&1)"
+check "upgrade keeps the edited agent.yaml" grep -qx 'provider_id: "rpm-edit"' "$root/etc/fabric-agent/agent.yaml"
+check "no .rpmnew (the shipped file did not change)" test ! -e "$root/etc/fabric-agent/agent.yaml.rpmnew"
+expect_eq "upgrade keeps the token" "$token" "$(cat "$root/var/lib/fabric-agent/token" 2>/dev/null)"
+
+out=$(R -e fabric-agent 2>&1)
+check "rpm -e: $out" test $? -eq 0
+check "not installed after erase" sh -c "! rpm --root '$root' --dbpath /var/lib/rpm -q fabric-agent >/dev/null 2>&1"
+for f in /usr/bin/fabric-agent /usr/lib/systemd/system/fabric-agent.service /usr/share/man/man8/fabric-agent.8.gz \
+  /etc/fabric-agent/agent.yaml /usr/share/doc/fabric-agent; do
+  check "erase removes $f" test ! -e "$root$f"
+done
+check "%preun disabled the unit" test ! -L "$root/etc/systemd/system/multi-user.target.wants/fabric-agent.service"
+check "erase keeps the edited config as .rpmsave" grep -qx 'provider_id: "rpm-edit"' "$root/etc/fabric-agent/agent.yaml.rpmsave"
+expect_eq "erase keeps the token (RPM leaves state)" "$token" "$(cat "$root/var/lib/fabric-agent/token" 2>/dev/null)"
+
+finish
