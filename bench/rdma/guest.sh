@@ -11,16 +11,28 @@ bg_start server fabric-agent probe rdma serve --bind "$IP_B" --hca "$RXE_B:1" --
 retry 60 0.25 grep -q serving "$LAB_OUT/server.log"
 
 perf=() ours=() skipped=0
-for r in $(seq 1 "$ROUNDS"); do
+run_perf() {
   step "round $r: ib_write_bw"
   # Same window as the probe (-t 128), duration mode, Gb/s.
-  opts=(-F -s "$SIZE" -D "$DURATION" -t 128 --report_gbits)
+  local opts=(-F -s "$SIZE" -D "$DURATION" -t 128 --report_gbits) line
   bg_start perf_server ib_write_bw -d "$RXE_B" -i 1 -x "$GID_B" "${opts[@]}"
   retry 20 0.5 ib_write_bw -d "$RXE_A" -i 1 -x "$GID_A" "${opts[@]}" "$IP_B" > "$LAB_OUT/perf$r.log" 2>&1
   bg_wait perf_server || true
   line=$(awk '/#bytes/ { getline; print; exit }' "$LAB_OUT/perf$r.log")
   read -r _ _ _ avg _ <<< "$line"
   note "ib_write_bw $avg Gb/s"
+}
+run_probe() {
+  step "round $r: fabric-agent probe rdma"
+  fabric-agent probe rdma run --peer "$IP_B" --hca "$RXE_A:1" --gid-index "$GID_A" --size "$SIZE" \
+    --duration "$DURATION" --window 128 --latency-iters 100 --json > "$LAB_OUT/probe$r.json"
+  g=$(jq -r '.gbps * 1000 | round / 1000' "$LAB_OUT/probe$r.json")
+  note "probe $g Gb/s"
+}
+for r in $(seq 1 "$ROUNDS"); do
+  # Alternate which tool goes first, so a drift in the host's load does not
+  # favour one of them.
+  if [ $((r % 2)) -eq 1 ]; then run_perf; run_probe; else run_probe; run_perf; fi
   # Under TCG perftest's cycle-counter timing sometimes reports 0: such a
   # round measured nothing and is left out (and said so), with its partner.
   if ! awk -v a="${avg:-0}" 'BEGIN { exit !(a > 0) }'; then
@@ -29,12 +41,6 @@ for r in $(seq 1 "$ROUNDS"); do
     continue
   fi
   perf+=("$avg")
-
-  step "round $r: fabric-agent probe rdma"
-  fabric-agent probe rdma run --peer "$IP_B" --hca "$RXE_A:1" --gid-index "$GID_A" --size "$SIZE" \
-    --duration "$DURATION" --window 128 --latency-iters 100 --json > "$LAB_OUT/probe$r.json"
-  g=$(jq -r '.gbps * 1000 | round / 1000' "$LAB_OUT/probe$r.json")
-  note "probe $g Gb/s"
   ours+=("$g")
 done
 
