@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "overlay/cli.hpp"
+#include "pods/cli.hpp"
 #include "probes/cli.hpp"
 #include "probes/rdma/cli.hpp"
 
@@ -25,8 +26,10 @@ int cmd_version(const std::vector<std::string>&) {
 }
 
 const Command kCommands[] = {
+    {"cdi", "CDI spec for fabric-agent.io/rdma=all: cdi generate [--output DIR]", fa::pods::cmd_cdi},
     {"inspect", "one discovery pass: HCAs, GIDs, GPUs, fabric identity, NCCL env", fa::probes::cmd_inspect},
     {"mesh", "WireGuard overlay: mesh apply --file F | show [--json] | down", fa::overlay::cmd_mesh},
+    {"oci-hook", "run by the container runtime: oci-hook create-runtime|poststop", fa::pods::cmd_oci_hook},
     {"probe", "RDMA link probe between two agents: probe rdma serve|run", fa::rdma::cmd_probe},
     {"version", "print the version", cmd_version},
 };

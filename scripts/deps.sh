@@ -19,6 +19,7 @@ test_pkgs=(
   iproute2 iputils-ping procps curl wireguard-tools wireguard-go
   ibverbs-utils rdma-core
   prometheus systemd
+  crun busybox-static  # tests/pods: crun runs busybox containers through the OCI hook
   # tests/packaging: CPack's DEB (dpkg-shlibdeps) and RPM (rpmbuild)
   # generators, lintian, and a Debian 12 root made with debootstrap.
   dpkg-dev rpm rpm2cpio cpio lintian debootstrap zstd binutils

@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: Apache-2.0
+// Moving the overlay interface between the host and a pod's network namespace.
+//
+// overlay::apply already knows how to create the interface in the host
+// namespace (its birthplace: the UDP socket stays there), move it into a
+// target namespace and configure the address there, so take() is one apply
+// with netns = the pod's. Coming back uses the same rtnetlink calls overlay/
+// uses (overlay/internal.hpp), then apply in the host namespace.
+//
+// While a pod holds the interface we keep an fd on the pod's namespace. A
+// namespace lives while anything references it, so the container's exit does
+// not destroy wg0: poststop moves it back intact (same key, same peers, no
+// wireguard-go restart). Without that fd (the daemon restarted meanwhile) the
+// namespace dies with the container, the kernel deletes the virtual link, and
+// give_back recreates it from the persisted mesh.
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <map>
+
+#include "common/log.hpp"
+#include "overlay/internal.hpp"
+#include "overlay/overlay.hpp"
+#include "pods/pods.hpp"
+
+namespace fa::pods {
+
+using nlohmann::json;
+
+namespace {
+
+class OverlayMover final : public WgMover {
+ public:
+  explicit OverlayMover(std::string cidr) : cidr_(std::move(cidr)) {}
+
+  Status take(const PodRecord& pod, const json& mesh_doc) override {
+    auto m = parse(mesh_doc);
+    if (!m) return m.take_error();
+    std::string ns_path = "/proc/" + std::to_string(pod.pid) + "/ns/net";
+    Fd ns(::open(ns_path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!ns.valid()) return Error::from_errno("open " + ns_path);
+    // The pid could have been reused between the check and the open.
+    auto st = process_start_time(pod.pid);
+    if (!st || *st != pod.start_time) return Error{"container pid " + std::to_string(pod.pid) + " exited", ESRCH};
+    struct stat a{}, b{};
+    if (::fstat(ns.get(), &a) != 0 || ::stat("/proc/self/ns/net", &b) != 0) return Error::from_errno("stat netns");
+    if (a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+      return Error{"the container shares the host network namespace; " + m->interface +
+                       " can only be handed to a container with its own",
+                   EINVAL};
+    m->netns = "/proc/self/fd/" + std::to_string(ns.get());
+    auto r = overlay::apply(*m);
+    if (!r) {
+      // apply may have failed after the move: bring the link back, so that a
+      // failed registration leaves wg0 on the host.
+      if (auto s = move_back(ns.get(), m->interface); !s)
+        fa::logger("pods")->error("{}: left in the namespace of pod {}: {}", m->interface, pod.id, s.error().message);
+      return r.take_error();
+    }
+    held_[pod.id] = std::move(ns);
+    return {};
+  }
+
+  Status give_back(const PodRecord& pod, const json& mesh_doc) override {
+    auto log = fa::logger("pods");
+    if (pod.interface.empty()) return {};
+    if (auto it = held_.find(pod.id); it != held_.end()) {
+      Fd ns = std::move(it->second);
+      held_.erase(it);
+      if (auto s = move_back(ns.get(), pod.interface); !s) return s;
+    }
+    if (mesh_doc.is_null()) return {};  // the mesh was deleted meanwhile: nothing to restore
+    auto m = parse(mesh_doc);
+    if (!m) return m.take_error();
+    m->netns.reset();
+    auto li = overlay::rtnl_get_link(m->interface);
+    if (!li) return li.take_error();
+    if (!*li) {
+      // Destroyed with the pod's namespace. A wireguard-go whose tun vanished
+      // may linger on the UAPI socket; down() stops the one we started.
+      log->info("{}: gone with pod {}'s namespace, recreating it from the persisted mesh", m->interface, pod.id);
+      if (auto s = overlay::down(m->interface); !s) return s;
+    }
+    auto r = overlay::apply(*m);
+    if (!r) return r.take_error();
+    return {};
+  }
+
+  std::optional<std::string> netns_of(const std::string& pod_id) override {
+    auto it = held_.find(pod_id);
+    if (it == held_.end()) return std::nullopt;
+    return "/proc/self/fd/" + std::to_string(it->second.get());
+  }
+
+ private:
+  Result<overlay::DesiredMesh> parse(const json& doc) {
+    overlay::ParseOptions po;
+    po.overlay_cidr = cidr_;
+    auto p = overlay::parse_desired(doc, po);
+    if (!p.ok()) return Error{"persisted mesh: " + (p.errors.empty() ? std::string("invalid") : p.errors[0].str()), EINVAL};
+    return *p.mesh;
+  }
+
+  // From the pod's namespace back to ours, if the link is still there.
+  static Status move_back(int pod_ns, const std::string& ifname) {
+    Fd host(::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC));
+    if (!host.valid()) return Error::from_errno("open /proc/self/ns/net");
+    auto g = overlay::NetnsGuard::enter(pod_ns);
+    if (!g) return g.take_error();
+    auto li = overlay::rtnl_get_link(ifname);
+    if (!li) return li.take_error();
+    if (!*li) return {};
+    return overlay::rtnl_move_to_netns(ifname, host.get());
+  }
+
+  std::string cidr_;
+  std::map<std::string, Fd> held_;
+};
+
+}  // namespace
+
+std::unique_ptr<WgMover> make_overlay_mover(std::string overlay_cidr) {
+  return std::make_unique<OverlayMover>(std::move(overlay_cidr));
+}
+
+}  // namespace fa::pods

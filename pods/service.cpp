@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: Apache-2.0
+// The daemon side of pod registration: validate, decide, move the overlay
+// interface, persist, in that order, so that a refusal or a failure leaves
+// neither a registration nor a moved interface behind.
+#include <sys/stat.h>
+
+#include <ctime>
+
+#include "common/log.hpp"
+#include "pods/pods.hpp"
+
+namespace fa::pods {
+
+using nlohmann::json;
+
+namespace {
+
+json fail(const std::string& code, const std::string& message) {
+  return {{"ok", false}, {"error", {{"code", code}, {"message", message}}}};
+}
+
+}  // namespace
+
+json PodService::handle(const json& req) {
+  if (!req.is_object() || !req.contains("op") || !req["op"].is_string())
+    return fail("bad_request", "request: `op' is missing (accepted: register, unregister, list)");
+  std::string op = req["op"].get<std::string>();
+  if (op == "register") return do_register(req);
+  if (op == "unregister") return do_unregister(req);
+  if (op == "list") {
+    json l = list();
+    l["ok"] = true;
+    return l;
+  }
+  return fail("bad_request", "request: op `" + op + "' is unknown (accepted: register, unregister, list)");
+}
+
+json PodService::do_register(const json& req) {
+  auto log = fa::logger("pods");
+  if (!req.contains("id") || !req["id"].is_string() || req["id"].get<std::string>().empty())
+    return fail("bad_request", "register: `id' is missing or not a non-empty string");
+  if (!req.contains("pid") || !req["pid"].is_number_integer() || req["pid"].get<int64_t>() <= 0 ||
+      req["pid"].get<int64_t>() > 0x3fffffff)
+    return fail("bad_request", "register: pid `" + (req.contains("pid") ? req["pid"].dump() : std::string()) +
+                                   "': expected a process id (integer > 0)");
+  PodRecord rec;
+  rec.id = req["id"].get<std::string>();
+  rec.pid = static_cast<pid_t>(req["pid"].get<int64_t>());
+  rec.bundle = req.value("bundle", "");
+
+  std::lock_guard lk(mu_);
+  reap_locked();
+  if (const PodRecord* have = reg_.find(rec.id); have && have->pid == rec.pid)
+    return {{"ok", true}, {"pod", to_json(*have)}};  // a repeated request: same answer, nothing moves twice
+
+  if (auto why = check_exclusive(reg_.pods(), rec.id)) return fail("refused", *why);
+  json inspect = deps_.inspect ? deps_.inspect() : json();
+  if (auto why = check_active_port(inspect)) return fail("refused", *why);
+  json mesh = deps_.desired_mesh ? deps_.desired_mesh() : json();
+  if (!mesh.is_object())
+    return fail("refused", "no overlay mesh is configured on this host (the control plane sets it with PUT /v1/mesh); "
+                           "a fabric container needs its wg0");
+
+  auto st = process_start_time(rec.pid, deps_.proc_root);
+  if (!st) return fail("bad_request", "register: container pid " + std::to_string(rec.pid) + " is gone: " + st.error().message);
+  rec.start_time = *st;
+  struct stat ns{};
+  std::string ns_path = deps_.proc_root + "/" + std::to_string(rec.pid) + "/ns/net";
+  if (::stat(ns_path.c_str(), &ns) != 0)
+    return fail("bad_request", "register: " + Error::from_errno("stat " + ns_path).message);
+  rec.netns_inode = ns.st_ino;
+  rec.interface = mesh.value("interface", "wg0");
+  rec.address = mesh.value("address", "");
+  rec.registered_unix = static_cast<int64_t>(std::time(nullptr));
+
+  if (!deps_.mover) return fail("failed", "register: this agent cannot move the overlay interface (no mover)");
+  if (auto s = deps_.mover->take(rec, mesh); !s) {
+    log->warn("pod {}: {} not handed over: {}", rec.id, rec.interface, s.error().message);
+    return fail("failed", rec.interface + " could not be moved into the container: " + s.error().message);
+  }
+  if (auto s = reg_.add(rec); !s) {
+    // Nothing half-done: the interface goes back before we answer.
+    if (auto b = deps_.mover->give_back(rec, mesh); !b)
+      log->error("pod {}: {} not given back after a failed registration: {}", rec.id, rec.interface, b.error().message);
+    return fail("failed", "register: persist " + reg_.path() + ": " + s.error().message);
+  }
+  log->info("pod {} (pid {}) registered; {} {} moved into its network namespace", rec.id, rec.pid, rec.interface,
+            rec.address);
+  if (deps_.changed) deps_.changed();
+  return {{"ok", true}, {"pod", to_json(rec)}};
+}
+
+json PodService::do_unregister(const json& req) {
+  auto log = fa::logger("pods");
+  if (!req.contains("id") || !req["id"].is_string() || req["id"].get<std::string>().empty())
+    return fail("bad_request", "unregister: `id' is missing or not a non-empty string");
+  std::string id = req["id"].get<std::string>();
+  std::lock_guard lk(mu_);
+  const PodRecord* rec = reg_.find(id);
+  if (!rec) return {{"ok", true}, {"removed", false}};  // a refused container's poststop, or a repeat
+  PodRecord copy = *rec;
+  json mesh = deps_.desired_mesh ? deps_.desired_mesh() : json();
+  std::string problem;
+  if (deps_.mover)
+    if (auto s = deps_.mover->give_back(copy, mesh); !s) problem = s.error().message;
+  // The record goes even when the interface could not be restored: the pod
+  // is gone, and the next registration recreates a missing interface.
+  if (auto s = reg_.remove(id); !s) return fail("failed", "unregister: persist " + reg_.path() + ": " + s.error().message);
+  if (deps_.changed) deps_.changed();
+  if (!problem.empty()) {
+    log->error("pod {} unregistered, but {} was not restored on the host: {}", id, copy.interface, problem);
+    return fail("failed", "pod unregistered, but " + copy.interface + " was not restored on the host: " + problem);
+  }
+  log->info("pod {} unregistered; {} is back on the host", id, copy.interface);
+  return {{"ok", true}, {"removed", true}};
+}
+
+void PodService::reap_locked() {
+  auto log = fa::logger("pods");
+  std::vector<PodRecord> dead;
+  for (const auto& p : reg_.pods())
+    if (!pod_alive(p, deps_.proc_root)) dead.push_back(p);
+  if (dead.empty()) return;
+  json mesh = deps_.desired_mesh ? deps_.desired_mesh() : json();
+  for (const auto& p : dead) {
+    log->warn("pod {} (pid {}) is gone without a poststop hook: releasing {}", p.id, p.pid, p.interface);
+    if (deps_.mover)
+      if (auto s = deps_.mover->give_back(p, mesh); !s)
+        log->error("pod {}: {} not restored on the host: {}", p.id, p.interface, s.error().message);
+    if (auto s = reg_.remove(p.id); !s) log->error("pod {}: {}", p.id, s.error().message);
+  }
+  if (deps_.changed) deps_.changed();
+}
+
+void PodService::reap() {
+  std::lock_guard lk(mu_);
+  reap_locked();
+}
+
+json PodService::list() {
+  std::lock_guard lk(mu_);
+  json arr = json::array();
+  for (const auto& p : reg_.pods()) {
+    json j = to_json(p);
+    j["alive"] = pod_alive(p, deps_.proc_root);
+    arr.push_back(std::move(j));
+  }
+  return {{"pods", arr}};
+}
+
+std::optional<std::string> PodService::interface_netns() {
+  std::lock_guard lk(mu_);
+  for (const auto& p : reg_.pods())
+    if (pod_alive(p, deps_.proc_root) && !p.interface.empty() && deps_.mover) return deps_.mover->netns_of(p.id);
+  return std::nullopt;
+}
+
+}  // namespace fa::pods

@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: Apache-2.0
+// The pure parts of pods/: OCI input, whole-machine / active-port /
+// exclusivity decisions, and the CDI spec, fed with data.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "common/fs.hpp"
+#include "pods/pods.hpp"
+
+using namespace fa::pods;
+using nlohmann::json;
+
+namespace {
+
+HostGpus nvidia_host(int n) {
+  HostGpus h;
+  for (int i = 0; i < n; ++i) h.nvidia.push_back({"/dev/nvidia" + std::to_string(i), 'c', 195, static_cast<uint32_t>(i)});
+  return h;
+}
+
+OciConfig config_with(std::vector<int> gpus, std::vector<std::string> env = {}) {
+  json c = {{"ociVersion", "1.0.2"}, {"process", {{"env", env}}}, {"linux", {{"devices", json::array()}}}};
+  c["linux"]["devices"].push_back({{"path", "/dev/nvidiactl"}, {"type", "c"}, {"major", 195}, {"minor", 255}});
+  for (int g : gpus)
+    c["linux"]["devices"].push_back({{"path", "/dev/nvidia" + std::to_string(g)}, {"type", "c"}, {"major", 195}, {"minor", g}});
+  auto r = parse_oci_config(c.dump());
+  REQUIRE(r.ok());
+  return *r;
+}
+
+// An `inspect --json` document: an InfiniBand host with two fabric HCAs and
+// an Ethernet card (mlx5_2) that is not on the fabric.
+json ib_inspect(const std::string& state0 = "ACTIVE", const std::string& state1 = "ACTIVE") {
+  auto port = [](const std::string& st) { return json{{"port", 1}, {"state", st}, {"link_layer", "InfiniBand"}}; };
+  json fabric_ports = json::array();
+  if (state0 == "ACTIVE") fabric_ports.push_back("mlx5_0:1");
+  if (state1 == "ACTIVE") fabric_ports.push_back("mlx5_1:1");
+  return {{"hcas", {{{"name", "mlx5_0"}, {"ports", {port(state0)}}},
+                    {{"name", "mlx5_1"}, {"ports", {port(state1)}}},
+                    {{"name", "mlx5_2"}, {"ports", {json{{"port", 1}, {"state", "ACTIVE"}, {"link_layer", "Ethernet"}}}}}}},
+          {"fabric", {{"kind", "infiniband"}, {"ports", fabric_ports}}},
+          {"nccl_env", {{"NCCL_IB_HCA", "=mlx5_0:1,mlx5_1:1"}, {"NCCL_IB_GID_INDEX", nullptr}, {"NCCL_SOCKET_IFNAME", "wg0"}}}};
+}
+
+std::string tmpdir() {
+  char t[] = "/tmp/fa-pods-unit-XXXXXX";
+  REQUIRE(::mkdtemp(t) != nullptr);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("OCI state: fields, and errors that name the field") {
+  auto s = parse_oci_state(R"({"ociVersion":"1.0","id":"c1","pid":4242,"root":"rootfs","bundle":"/b/c1","status":"created"})");
+  REQUIRE(s.ok());
+  CHECK(s->id == "c1");
+  CHECK(s->pid == 4242);
+  CHECK(s->bundle == "/b/c1");
+  CHECK(parse_oci_state(R"({"id":"c1","bundle":"/b","status":"stopped"})")->pid == 0);
+
+  CHECK(parse_oci_state("{not json").error().message == "OCI state: not valid JSON");
+  CHECK(parse_oci_state("[]").error().message.find("expected a JSON object") != std::string::npos);
+  CHECK(parse_oci_state(R"({"bundle":"/b"})").error().message.find("`id'") != std::string::npos);
+  CHECK(parse_oci_state(R"({"id":"c","bundle":"rel"})").error().message.find("bundle `rel'") != std::string::npos);
+  CHECK(parse_oci_state(R"({"id":"c","bundle":"/b","pid":-3})").error().message.find("pid `-3'") != std::string::npos);
+  CHECK(parse_oci_state(R"({"id":"c","bundle":"/b","pid":"12"})").error().message.find("pid `\"12\"'") != std::string::npos);
+}
+
+TEST_CASE("OCI config: env and devices, bad shapes are errors") {
+  auto c = parse_oci_config(R"({"process":{"env":["A=1","NVIDIA_VISIBLE_DEVICES=all"]},
+      "linux":{"devices":[{"path":"/dev/nvidia0","type":"c","major":195,"minor":0},{"path":"/dev/fuse"}]}})");
+  REQUIRE(c.ok());
+  CHECK(c->env.size() == 2);
+  REQUIRE(c->devices.size() == 2);
+  CHECK(*c->devices[0].major == 195);
+  CHECK_FALSE(c->devices[1].major.has_value());
+  CHECK(parse_oci_config(R"({"linux":{"devices":{}}})").error().message == "config.json: linux.devices is not a list");
+  CHECK(parse_oci_config(R"({"linux":{"devices":[{"path":"/dev/x","major":"a"}]}})").error().message ==
+        "config.json: linux.devices[0].major: `\"a\"': expected an integer");
+  CHECK(parse_oci_config(R"({"process":{"env":[1]}})").error().message.find("process.env holds 1") != std::string::npos);
+  CHECK(parse_oci_config("{}").ok());
+}
+
+TEST_CASE("whole machine: every NVIDIA GPU, by major:minor or NVIDIA_VISIBLE_DEVICES=all") {
+  HostGpus host = nvidia_host(8);
+  CHECK_FALSE(check_whole_machine(host, config_with({0, 1, 2, 3, 4, 5, 6, 7})).has_value());
+  CHECK_FALSE(check_whole_machine(host, config_with({}, {"NVIDIA_VISIBLE_DEVICES=all"})).has_value());
+
+  auto half = check_whole_machine(host, config_with({0, 1, 2, 3}));
+  REQUIRE(half.has_value());
+  CHECK(half->find("container holds 4 of 8 NVIDIA GPUs (missing /dev/nvidia4, /dev/nvidia5, /dev/nvidia6, /dev/nvidia7)") == 0);
+  CHECK(half->find("whole machine") != std::string::npos);
+  // A list of indices is not "all", and the last assignment wins.
+  CHECK(check_whole_machine(host, config_with({}, {"NVIDIA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7"})).has_value());
+  CHECK(check_whole_machine(host, config_with({}, {"NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_VISIBLE_DEVICES=0"})).has_value());
+  CHECK(check_whole_machine(host, config_with({}, {"NVIDIA_VISIBLE_DEVICES_X=all"})).has_value());
+
+  // Renamed in the container: still the same GPU (matched by major:minor).
+  auto renamed = parse_oci_config(json{{"linux", {{"devices", {{{"path", "/dev/gpu0"}, {"type", "c"}, {"major", 195}, {"minor", 0}}}}}}}.dump());
+  CHECK_FALSE(check_whole_machine(nvidia_host(1), *renamed).has_value());
+  // Same path, other device: not that GPU.
+  auto other = parse_oci_config(json{{"linux", {{"devices", {{{"path", "/dev/nvidia0"}, {"type", "c"}, {"major", 1}, {"minor", 3}}}}}}}.dump());
+  CHECK(check_whole_machine(nvidia_host(1), *other).has_value());
+
+  // No GPU on the host: nothing to hold.
+  CHECK_FALSE(check_whole_machine(HostGpus{}, config_with({})).has_value());
+}
+
+TEST_CASE("whole machine: AMD needs /dev/kfd and every render node") {
+  HostGpus h;
+  h.amd_kfd = true;
+  h.amd = {{"/dev/kfd", 'c', 235, 0}, {"/dev/dri/renderD128", 'c', 226, 128}, {"/dev/dri/renderD129", 'c', 226, 129}};
+  CHECK(h.count() == 2);
+  auto cfg = [&](std::vector<size_t> idx) {
+    json d = json::array();
+    for (size_t i : idx) d.push_back({{"path", h.amd[i].path}, {"type", "c"}, {"major", h.amd[i].major}, {"minor", h.amd[i].minor}});
+    return *parse_oci_config(json{{"linux", {{"devices", d}}}}.dump());
+  };
+  CHECK_FALSE(check_whole_machine(h, cfg({0, 1, 2})).has_value());
+  auto r = check_whole_machine(h, cfg({0, 1}));
+  REQUIRE(r.has_value());
+  CHECK(r->find("missing /dev/dri/renderD129") != std::string::npos);
+  CHECK(check_whole_machine(h, cfg({1, 2}))->find("missing /dev/kfd") != std::string::npos);
+}
+
+TEST_CASE("active port: a fabric port must be ACTIVE, the internet-facing card does not count") {
+  CHECK_FALSE(check_active_port(ib_inspect()).has_value());
+  CHECK_FALSE(check_active_port(ib_inspect("DOWN", "ACTIVE")).has_value());
+  json down = ib_inspect("DOWN", "DOWN");
+  // Discovery lists only ACTIVE ports in fabric.ports; with a stale list the
+  // port state still decides.
+  down["fabric"]["ports"] = {"mlx5_0:1", "mlx5_1:1"};
+  auto r = check_active_port(down);
+  REQUIRE(r.has_value());
+  CHECK(*r == "no fabric port is ACTIVE on this host (mlx5_0:1 DOWN, mlx5_1:1 DOWN)");
+  auto none = check_active_port(ib_inspect("DOWN", "DOWN"));
+  REQUIRE(none.has_value());
+  CHECK(none->find("no fabric ports") != std::string::npos);
+  CHECK(check_active_port(json()).value().find("no discovery result") == 0);
+}
+
+TEST_CASE("exclusive: one live fabric container per machine") {
+  PodRecord a;
+  a.id = "first";
+  a.pid = 77;
+  CHECK_FALSE(check_exclusive({}, "x").has_value());
+  CHECK(check_exclusive({a}, "second").value() ==
+        "container first (pid 77) already holds the RDMA fabric of this host; one fabric container per machine");
+  CHECK_FALSE(check_exclusive({a}, "first").has_value());
+}
+
+TEST_CASE("CDI spec: fabric uverbs only, NCCL env, absolute hooks, lowest cdiVersion") {
+  std::map<std::string, std::string> uverbs = {{"mlx5_0", "uverbs0"}, {"mlx5_1", "uverbs1"}, {"mlx5_2", "uverbs2"}};
+  CdiOptions o;
+  o.hook_path = "/usr/bin/fabric-agent";
+  auto s = build_cdi_spec(ib_inspect(), uverbs, o);
+  REQUIRE(s.ok());
+  const json& d = s->doc;
+  CHECK(d["cdiVersion"] == "0.3.0");
+  CHECK(d["kind"] == "fabric-agent.io/rdma");
+  REQUIRE(d["devices"].size() == 1);
+  CHECK(d["devices"][0]["name"] == "all");
+  json nodes = d["devices"][0]["containerEdits"]["deviceNodes"];
+  CHECK(nodes == json::parse(R"([{"path":"/dev/infiniband/rdma_cm"},{"path":"/dev/infiniband/uverbs0"},
+                                 {"path":"/dev/infiniband/uverbs1"}])"));
+  CHECK(nodes.dump().find("umad") == std::string::npos);
+  CHECK(nodes.dump().find("issm") == std::string::npos);
+  CHECK(d["containerEdits"]["env"] == json::parse(R"(["NCCL_IB_HCA==mlx5_0:1,mlx5_1:1","NCCL_SOCKET_IFNAME=wg0"])"));
+  json hooks = d["containerEdits"]["hooks"];
+  REQUIRE(hooks.size() == 2);
+  CHECK(hooks[0]["hookName"] == "createRuntime");
+  CHECK(hooks[0]["path"] == "/usr/bin/fabric-agent");
+  CHECK(hooks[0]["args"] == json::parse(R"(["fabric-agent","oci-hook","create-runtime","--socket","/run/fabric-agent/pods.sock"])"));
+  CHECK(hooks[1]["hookName"] == "poststop");
+  CHECK(hooks[1]["args"][2] == "poststop");
+
+  // RoCE: the GID index goes in too.
+  json roce = ib_inspect();
+  roce["nccl_env"]["NCCL_IB_GID_INDEX"] = "3";
+  CHECK(build_cdi_spec(roce, uverbs, o)->doc["containerEdits"]["env"][1] == "NCCL_IB_GID_INDEX=3");
+
+  // A test device root needs hostPath, which CDI has since 0.5.0, and the hooks learn the root.
+  o.dev_root = "/tmp/devroot";
+  auto t = build_cdi_spec(ib_inspect("DOWN", "ACTIVE"), uverbs, o);
+  REQUIRE(t.ok());
+  CHECK(t->doc["cdiVersion"] == "0.5.0");
+  CHECK(t->doc["devices"][0]["containerEdits"]["deviceNodes"][1] ==
+        json{{"path", "/dev/infiniband/uverbs1"}, {"hostPath", "/tmp/devroot/infiniband/uverbs1"}});
+  CHECK(t->doc["containerEdits"]["hooks"][0]["args"].back() == "/tmp/devroot");
+  CHECK_FALSE(t->warnings.empty());  // the nodes do not exist under /tmp/devroot
+
+  // No ACTIVE fabric port: rdma_cm only, and a warning says why.
+  auto none = build_cdi_spec(ib_inspect("DOWN", "DOWN"), uverbs, CdiOptions{"/dev", "/usr/bin/fabric-agent"});
+  REQUIRE(none.ok());
+  CHECK(none->doc["devices"][0]["containerEdits"]["deviceNodes"].size() == 1);
+  CHECK(none->warnings[0].find("no fabric port is ACTIVE") == 0);
+
+  // A fabric HCA without uverbs is left out, loudly.
+  auto miss = build_cdi_spec(ib_inspect(), {{"mlx5_0", "uverbs0"}}, CdiOptions{"/dev", "/usr/bin/fabric-agent"});
+  CHECK(miss->doc["devices"][0]["containerEdits"]["deviceNodes"].size() == 2);
+  bool warned = false;
+  for (const auto& w : miss->warnings) warned |= w.find("mlx5_1 has no uverbs device") == 0;
+  CHECK(warned);
+
+  CdiOptions rel;
+  rel.hook_path = "fabric-agent";
+  CHECK(build_cdi_spec(ib_inspect(), uverbs, rel).error().message ==
+        "hook path: `fabric-agent': must be absolute (OCI hooks run without PATH)");
+  CHECK_FALSE(build_cdi_spec(json::object(), uverbs, o).ok());
+}
+
+TEST_CASE("uverbs map from a sysfs tree, CDI file written atomically") {
+  std::string root = tmpdir();
+  namespace fs = std::filesystem;
+  fs::create_directories(root + "/class/infiniband_verbs/uverbs0");
+  fs::create_directories(root + "/class/infiniband_verbs/uverbs3");
+  std::ofstream(root + "/class/infiniband_verbs/abi_version") << "6\n";
+  std::ofstream(root + "/class/infiniband_verbs/uverbs0/ibdev") << "mlx5_0\n";
+  std::ofstream(root + "/class/infiniband_verbs/uverbs3/ibdev") << "rxe0\n";
+  auto m = uverbs_by_hca(root);
+  REQUIRE(m.ok());
+  CHECK(*m == std::map<std::string, std::string>{{"mlx5_0", "uverbs0"}, {"rxe0", "uverbs3"}});
+  CHECK(uverbs_by_hca(root + "/nothing")->empty());
+
+  auto p = write_cdi_spec(root + "/cdi", json{{"cdiVersion", "0.3.0"}});
+  REQUIRE(p.ok());
+  CHECK(*p == root + "/cdi/fabric-agent.io-rdma.json");
+  CHECK(json::parse(*fa::read_text_file(*p))["cdiVersion"] == "0.3.0");
+  fs::remove_all(root);
+}
+
+TEST_CASE("process start time: own pid, comm with spaces and parentheses") {
+  auto me = process_start_time(::getpid());
+  REQUIRE(me.ok());
+  CHECK(*me > 0);
+  CHECK_FALSE(process_start_time(0).ok());
+  std::string root = tmpdir();
+  std::filesystem::create_directories(root + "/42");
+  std::ofstream(root + "/42/stat") << "42 (a) b (c)) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 1 x\n";
+  CHECK(process_start_time(42, root).value() == 987654);
+  std::filesystem::remove_all(root);
+}
+
+TEST_CASE("registry: persisted, reloaded, corrupt file is an error naming it") {
+  std::string dir = tmpdir();
+  std::string path = dir + "/pods.json";
+  auto r = PodRegistry::load(path);
+  REQUIRE(r.ok());
+  CHECK(r->pods().empty());
+  PodRecord p;
+  p.id = "c1";
+  p.pid = 123;
+  p.start_time = 456;
+  p.interface = "wg0";
+  p.address = "10.42.0.1/24";
+  REQUIRE(r->add(p).ok());
+  auto again = PodRegistry::load(path);
+  REQUIRE(again.ok());
+  REQUIRE(again->pods().size() == 1);
+  CHECK(again->find("c1")->start_time == 456);
+  CHECK(again->find("c1")->address == "10.42.0.1/24");
+  REQUIRE(again->remove("c1").ok());
+  CHECK(PodRegistry::load(path)->pods().empty());
+  std::ofstream(path) << "{\"pods\": [ {\"pid\": 3} ]}";
+  auto bad = PodRegistry::load(path);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message.find(path + ": pods[0]: pod record:") == 0);
+  std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: Apache-2.0
+// PodService request handling on data (real registry in a temp dir, real
+// processes for liveness; the wg0 side effects recorded by a small WgMover),
+// the unix-socket transport, and the hook's answers to bad input.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "common/fs.hpp"
+#include "pods/pods.hpp"
+
+using namespace fa::pods;
+using nlohmann::json;
+
+namespace {
+
+struct RecordingMover : WgMover {
+  std::vector<std::string> calls;
+  bool fail_take = false;
+  fa::Status take(const PodRecord& p, const json&) override {
+    calls.push_back("take " + p.id);
+    if (fail_take) return fa::Error{"netlink said no", EPERM};
+    return {};
+  }
+  fa::Status give_back(const PodRecord& p, const json&) override {
+    calls.push_back("give_back " + p.id);
+    return {};
+  }
+  std::optional<std::string> netns_of(const std::string& id) override { return "/ns/of/" + id; }
+};
+
+json active_inspect() {
+  return {{"hcas", {{{"name", "mlx5_0"}, {"ports", {{{"port", 1}, {"state", "ACTIVE"}}}}}}},
+          {"fabric", {{"kind", "infiniband"}, {"ports", {"mlx5_0:1"}}}}};
+}
+
+json mesh() { return {{"cluster_id", "c-1"}, {"interface", "wg0"}, {"address", "10.42.0.1/24"}, {"peers", json::array()}}; }
+
+struct Fixture {
+  std::string dir;
+  RecordingMover mover;
+  json inspect = active_inspect();
+  json desired = mesh();
+  int changes = 0;
+  std::unique_ptr<PodService> svc;
+  Fixture() {
+    char t[] = "/tmp/fa-pods-svc-XXXXXX";
+    REQUIRE(::mkdtemp(t) != nullptr);
+    dir = t;
+    ServiceDeps d;
+    d.inspect = [this] { return inspect; };
+    d.desired_mesh = [this] { return desired; };
+    d.mover = &mover;
+    d.changed = [this] { ++changes; };
+    svc = std::make_unique<PodService>(*PodRegistry::load(dir + "/pods.json"), d);
+  }
+  ~Fixture() { std::filesystem::remove_all(dir); }
+  json persisted() { return json::parse(fa::read_text_file(dir + "/pods.json").value_or("{\"pods\":[]}")); }
+};
+
+// A live process to stand for a container; killed and reaped on scope exit.
+struct Child {
+  pid_t pid;
+  Child() {
+    pid = ::fork();
+    if (pid == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+  }
+  void kill() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      pid = -1;
+    }
+  }
+  ~Child() { kill(); }
+};
+
+json reg(const std::string& id, pid_t pid) { return {{"op", "register"}, {"id", id}, {"pid", pid}, {"bundle", "/b/" + id}}; }
+
+}  // namespace
+
+TEST_CASE("service: register moves wg0 and persists, a second pod is refused and leaves nothing") {
+  Fixture f;
+  Child a, b;
+  json r = f.svc->handle(reg("a", a.pid));
+  REQUIRE(r["ok"] == true);
+  CHECK(r["pod"]["interface"] == "wg0");
+  CHECK(r["pod"]["address"] == "10.42.0.1/24");
+  CHECK(f.mover.calls == std::vector<std::string>{"take a"});
+  CHECK(f.persisted()["pods"].size() == 1);
+  CHECK(f.changes == 1);
+  CHECK(f.svc->interface_netns() == "/ns/of/a");
+
+  // Repeat of the same request: same answer, nothing moves twice.
+  CHECK(f.svc->handle(reg("a", a.pid))["ok"] == true);
+  CHECK(f.mover.calls.size() == 1);
+
+  json r2 = f.svc->handle(reg("b", b.pid));
+  CHECK(r2["ok"] == false);
+  CHECK(r2["error"]["code"] == "refused");
+  CHECK(r2["error"]["message"].get<std::string>().find("container a (pid " + std::to_string(a.pid) + ") already holds") == 0);
+  CHECK(f.mover.calls.size() == 1);
+  CHECK(f.persisted()["pods"].size() == 1);
+
+  json l = f.svc->list();
+  REQUIRE(l["pods"].size() == 1);
+  CHECK(l["pods"][0]["alive"] == true);
+
+  json u = f.svc->handle({{"op", "unregister"}, {"id", "a"}});
+  CHECK(u == json{{"ok", true}, {"removed", true}});
+  CHECK(f.mover.calls.back() == "give_back a");
+  CHECK(f.persisted()["pods"].empty());
+  CHECK(f.svc->handle({{"op", "unregister"}, {"id", "a"}}) == json{{"ok", true}, {"removed", false}});
+
+  // Now b may have it.
+  CHECK(f.svc->handle(reg("b", b.pid))["ok"] == true);
+}
+
+TEST_CASE("service: a dead pod without poststop is reaped and no longer blocks") {
+  Fixture f;
+  Child a, b;
+  REQUIRE(f.svc->handle(reg("a", a.pid))["ok"] == true);
+  a.kill();
+  CHECK(f.svc->list()["pods"][0]["alive"] == false);
+  json r = f.svc->handle(reg("b", b.pid));
+  CHECK(r["ok"] == true);
+  CHECK(f.mover.calls == std::vector<std::string>{"take a", "give_back a", "take b"});
+  CHECK(f.persisted()["pods"].size() == 1);
+  CHECK(f.persisted()["pods"][0]["id"] == "b");
+}
+
+TEST_CASE("service: refusals and failures leave no registration") {
+  Fixture f;
+  Child a;
+  SECTION("no ACTIVE fabric port") {
+    f.inspect["hcas"][0]["ports"][0]["state"] = "DOWN";
+    json r = f.svc->handle(reg("a", a.pid));
+    CHECK(r["error"]["code"] == "refused");
+    CHECK(r["error"]["message"] == "no fabric port is ACTIVE on this host (mlx5_0:1 DOWN)");
+  }
+  SECTION("no mesh") {
+    f.desired = nullptr;
+    CHECK(f.svc->handle(reg("a", a.pid))["error"]["message"].get<std::string>().find("no overlay mesh") == 0);
+  }
+  SECTION("the move fails") {
+    f.mover.fail_take = true;
+    json r = f.svc->handle(reg("a", a.pid));
+    CHECK(r["error"]["code"] == "failed");
+    CHECK(r["error"]["message"] == "wg0 could not be moved into the container: netlink said no");
+  }
+  SECTION("pid gone") {
+    pid_t gone = a.pid;
+    a.kill();
+    json r = f.svc->handle(reg("a", gone));
+    CHECK(r["error"]["code"] == "bad_request");
+    CHECK(r["error"]["message"].get<std::string>().find("is gone") != std::string::npos);
+  }
+  SECTION("bad requests") {
+    CHECK(f.svc->handle(json::array())["error"]["code"] == "bad_request");
+    CHECK(f.svc->handle({{"op", "dance"}})["error"]["message"] ==
+          "request: op `dance' is unknown (accepted: register, unregister, list)");
+    CHECK(f.svc->handle({{"op", "register"}, {"id", "x"}, {"pid", -1}})["error"]["message"] ==
+          "register: pid `-1': expected a process id (integer > 0)");
+    CHECK(f.svc->handle({{"op", "register"}, {"pid", 5}})["error"]["message"] ==
+          "register: `id' is missing or not a non-empty string");
+  }
+  CHECK(f.persisted()["pods"].empty());
+  CHECK(f.changes == 0);
+}
+
+TEST_CASE("transport: request/reply over the unix socket, errors are messages") {
+  char t[] = "/tmp/fa-pods-sock-XXXXXX";
+  REQUIRE(::mkdtemp(t) != nullptr);
+  std::string path = std::string(t) + "/pods.sock";
+  int seen = 0;
+  auto srv = PodSocketServer::start(path, [&](const json& req) {
+    ++seen;
+    return json{{"ok", true}, {"echo", req}};
+  });
+  REQUIRE(srv.ok());
+  CHECK((std::filesystem::status(path).permissions() & std::filesystem::perms::others_all) ==
+        std::filesystem::perms::none);
+  auto r = pod_request(path, {{"op", "list"}});
+  REQUIRE(r.ok());
+  CHECK((*r)["echo"]["op"] == "list");
+  // A second server on the same path must not steal it.
+  auto second = PodSocketServer::start(path, [](const json&) { return json{}; });
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.error().message.find("another agent is already serving") != std::string::npos);
+  srv->reset();
+  CHECK(seen == 1);
+  auto down = pod_request(path, {{"op", "list"}});
+  REQUIRE_FALSE(down.ok());
+  CHECK(down.error().message.find("the fabric-agent daemon is not reachable at " + path) == 0);
+  std::filesystem::remove_all(t);
+}
+
+TEST_CASE("hook: bad input gives one clear line and touches nothing") {
+  char t[] = "/tmp/fa-pods-hook-XXXXXX";
+  REQUIRE(::mkdtemp(t) != nullptr);
+  std::string dir = t;
+  HookOptions o;
+  o.socket = dir + "/absent.sock";
+  o.dev_root = dir;
+  CHECK(run_oci_hook("prestart", "{}", o).exit_code == 2);
+  auto bad = run_oci_hook("create-runtime", "{\"id\":", o);
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.message == "fabric-agent oci-hook create-runtime: OCI state: not valid JSON");
+  auto nobundle = run_oci_hook("create-runtime", json{{"id", "c"}, {"pid", ::getpid()}, {"bundle", dir + "/nope"}}.dump(), o);
+  CHECK(nobundle.exit_code == 1);
+  CHECK(nobundle.message.find("bundle: ") != std::string::npos);
+  CHECK(nobundle.message.find(dir + "/nope/config.json") != std::string::npos);
+
+  std::ofstream(dir + "/config.json") << "{\"process\": 3}";
+  auto badcfg = run_oci_hook("create-runtime", json{{"id", "c"}, {"pid", ::getpid()}, {"bundle", dir}}.dump(), o);
+  CHECK(badcfg.message == "fabric-agent oci-hook create-runtime: " + dir + "/config.json: process is not an object");
+
+  Child gone;
+  pid_t g = gone.pid;
+  gone.kill();
+  std::ofstream(dir + "/config.json") << "{}";
+  auto nopid = run_oci_hook("create-runtime", json{{"id", "c"}, {"pid", g}, {"bundle", dir}}.dump(), o);
+  CHECK(nopid.message == "fabric-agent oci-hook create-runtime: container pid " + std::to_string(g) + " is gone");
+
+  Child live;
+  auto nodaemon = run_oci_hook("create-runtime", json{{"id", "c"}, {"pid", live.pid}, {"bundle", dir}}.dump(), o);
+  CHECK(nodaemon.exit_code == 1);
+  INFO(nodaemon.message);
+  CHECK(nodaemon.message.find("the fabric-agent daemon is not reachable at " + o.socket) != std::string::npos);
+  auto stop = run_oci_hook("poststop", json{{"id", "c"}, {"bundle", dir}, {"status", "stopped"}}.dump(), o);
+  CHECK(stop.exit_code == 1);
+  CHECK(stop.message.find("poststop: the fabric-agent daemon is not reachable") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
