@@ -12,6 +12,7 @@
 
 #include "common/fs.hpp"
 #include "pods/pods.hpp"
+#include "pods/runtime.hpp"
 
 using namespace fa::pods;
 using nlohmann::json;
@@ -237,5 +238,69 @@ TEST_CASE("hook: bad input gives one clear line and touches nothing") {
   auto stop = run_oci_hook("poststop", json{{"id", "c"}, {"bundle", dir}, {"status", "stopped"}}.dump(), o);
   CHECK(stop.exit_code == 1);
   CHECK(stop.message.find("poststop: the fabric-agent daemon is not reachable") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("runtime: what the daemon wires, hooks register over its socket, CDI spec follows discovery") {
+  char t[] = "/tmp/fa-pods-rt-XXXXXX";
+  REQUIRE(::mkdtemp(t) != nullptr);
+  std::string dir = t;
+  std::filesystem::create_directories(dir + "/sys/class/infiniband_verbs/uverbs0");
+  std::ofstream(dir + "/sys/class/infiniband_verbs/uverbs0/ibdev") << "mlx5_0\n";
+  json inspect = active_inspect();
+  int changes = 0;
+  auto mover = std::make_unique<RecordingMover>();
+  RecordingMover* rec = mover.get();
+  int serialized = 0;
+  PodsRuntimeOptions o;
+  o.state_dir = dir;
+  o.socket = dir + "/pods.sock";
+  o.cdi_dir = dir + "/cdi";
+  o.sysfs_root = dir + "/sys";
+  o.hook_path = "/usr/bin/fabric-agent";
+  o.inspect = [&] { return inspect; };
+  o.desired_mesh = [] { return mesh(); };
+  o.changed = [&] { ++changes; };
+  o.serialize = [&](const std::function<json()>& fn) {
+    ++serialized;
+    return fn();
+  };
+  o.mover = std::move(mover);
+  auto rt = PodsRuntime::start(std::move(o));
+  REQUIRE(rt.ok());
+
+  std::string spec_path = dir + "/cdi/fabric-agent.io-rdma.json";
+  REQUIRE((*rt)->on_discovery(inspect).ok());
+  json spec = json::parse(*fa::read_text_file(spec_path));
+  CHECK(spec["devices"][0]["containerEdits"]["deviceNodes"].size() == 2);
+  // Same discovery: the file is left alone; removed: it comes back.
+  auto mtime = std::filesystem::last_write_time(spec_path);
+  REQUIRE((*rt)->on_discovery(inspect).ok());
+  CHECK(std::filesystem::last_write_time(spec_path) == mtime);
+  std::filesystem::remove(spec_path);
+  REQUIRE((*rt)->on_discovery(inspect).ok());
+  CHECK(std::filesystem::exists(spec_path));
+  // The port goes down: the spec no longer hands out its uverbs node.
+  json down = inspect;
+  down["fabric"]["ports"] = json::array();
+  auto w = (*rt)->on_discovery(down);
+  REQUIRE(w.ok());
+  CHECK(json::parse(*fa::read_text_file(spec_path))["devices"][0]["containerEdits"]["deviceNodes"].size() == 1);
+  CHECK_FALSE(w->empty());
+
+  Child c;
+  auto r = pod_request(dir + "/pods.sock", reg("c", c.pid));
+  REQUIRE(r.ok());
+  CHECK((*r)["ok"] == true);
+  CHECK(serialized == 1);
+  CHECK(changes == 1);
+  CHECK(rec->calls == std::vector<std::string>{"take c"});
+  CHECK((*rt)->list()["pods"][0]["id"] == "c");
+  CHECK((*rt)->interface_netns() == "/ns/of/c");
+  c.kill();
+  REQUIRE((*rt)->on_discovery(inspect).ok());  // reaps the dead pod
+  CHECK((*rt)->list()["pods"].empty());
+  CHECK(rec->calls.back() == "give_back c");
+  rt->reset();
   std::filesystem::remove_all(dir);
 }

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+// Everything the daemon (`fabric-agent run`) needs from pods/, in one object,
+// so that wiring it into agent/ is a handful of lines:
+//
+//   auto pods = pods::PodsRuntime::start({.state_dir = cfg.state_dir, ...});  // at start
+//   pods->on_discovery(inspect);          // after each discovery pass (CDI spec, reaping)
+//   pods->list()                          // GET /v1/pods body; "pods" of /v1/status
+//   pods->interface_netns()               // netns to pass to mesh apply/show while a pod holds wg0
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "pods/pods.hpp"
+
+namespace fa::pods {
+
+struct PodsRuntimeOptions {
+  std::string state_dir;                 // registry: <state_dir>/pods.json
+  std::string socket = kDefaultSocket;   // where hooks register
+  std::string cdi_dir = kDefaultCdiDir;  // "" = do not write a CDI spec
+  std::string sysfs_root = "/sys";       // HCA -> uverbsN
+  std::string dev_root = kDefaultDevRoot;
+  std::string hook_path;                 // "" = this binary (/proc/self/exe)
+  std::string overlay_cidr = "10.42.0.0/24";
+  std::function<nlohmann::json()> inspect;       // last `inspect --json` document
+  std::function<nlohmann::json()> desired_mesh;  // canonical persisted mesh, or null
+  std::function<void()> changed;                 // registrations changed
+  // Runs a registration under the daemon's own serialisation (the lock its
+  // mesh operations take), so a PUT /v1/mesh never races a move. Default: direct.
+  std::function<nlohmann::json(const std::function<nlohmann::json()>&)> serialize;
+  std::unique_ptr<WgMover> mover;  // null = make_overlay_mover(overlay_cidr)
+};
+
+class PodsRuntime {
+ public:
+  static Result<std::unique_ptr<PodsRuntime>> start(PodsRuntimeOptions o);
+  ~PodsRuntime();
+
+  // Rewrites the CDI spec when it differs from the file (first call, discovery change, file removed),
+  // reaps pods that died without a poststop. Returns the spec's warnings.
+  Result<std::vector<std::string>> on_discovery(const nlohmann::json& inspect);
+  nlohmann::json list() { return svc_->list(); }
+  std::optional<std::string> interface_netns() { return svc_->interface_netns(); }
+  PodService& service() { return *svc_; }
+
+ private:
+  PodsRuntime() = default;
+  PodsRuntimeOptions opt_;
+  std::unique_ptr<WgMover> mover_;
+  std::unique_ptr<PodService> svc_;
+  std::unique_ptr<PodSocketServer> srv_;
+};
+
+}  // namespace fa::pods
