@@ -11,3 +11,7 @@ fi
 if [ "$1" -ge 1 ]; then
     systemctl try-restart fabric-agent.service >/dev/null 2>&1 || :
 fi
+# The CDI spec the daemon wrote names the erased binary as its OCI hook.
+if [ "$1" -eq 0 ]; then
+    rm -f /var/run/cdi/fabric-agent.io-rdma.json
+fi

@@ -45,7 +45,7 @@ deb2=/tmp/pkgs/$(basename "$DEB2")
 
 # What exists before the package (and its dependencies) arrive.
 snapshot() {
-  in_root "$root" find / -xdev \( -path /proc -o -path /sys -o -path /tmp -o -path /run \) -prune -o -print | sort
+  in_root "$root" find / -xdev \( -path /proc -o -path /sys -o -path /tmp \) -prune -o -print | sort
 }
 t0=$(date +%s)
 out=$(in_root "$root" apt-get update -q 2>&1)
@@ -92,6 +92,36 @@ out=$(in_root "$root" fabric-agent inspect 2>&1)
 check "fabric-agent inspect (this host's /sys, shipped config): $out" test $? -eq 0
 out=$(in_root "$root" fabric-agent inspect --json --sysfs-root /tmp/fixtures/a-ib-8gpu 2>&1)
 expect_match "inspect --json on the InfiniBand fixture" '"kind": "infiniband"' "$out"
+
+# The packaged daemon, where the binary has one: it must take the token the
+# package created (not make its own), answer `fabric-agent status` with it,
+# and exit 0 on SIGTERM. It runs in its own network namespace (own loopback).
+if in_root "$root" fabric-agent --help 2>/dev/null | grep -q '^  run '; then
+  out=$(in_root_netns "$root" /bin/sh -c '
+    fabric-agent run >/var/log/fa-run.log 2>&1 &
+    pid=$!
+    i=0
+    # Readiness: poll until the API answers or the daemon exits (at most 30 s).
+    until fabric-agent status >/tmp/fa-status.out 2>&1; do
+      kill -0 $pid 2>/dev/null || break
+      i=$((i + 1)); [ $i -lt 150 ] || break
+      sleep 0.2
+    done
+    fabric-agent status >/tmp/fa-status.out 2>&1; echo "status_rc=$?"
+    cat /tmp/fa-status.out
+    kill -TERM $pid; wait $pid; echo "run_rc=$?"' 2>&1)
+  log "daemon in the root: $(printf '%s' "$out" | head -n 3 | tr '\n' ' ')"
+  expect_match "fabric-agent status answers with the package's token" '^status_rc=0$' "$out"
+  expect_match "status shows the daemon" '^agent +fabric-agent [0-9.]+ ' "$out"
+  expect_match "the daemon exits 0 on SIGTERM" '^run_rc=0$' "$out"
+  run_log=$(cat "$root/var/log/fa-run.log" 2>&1)
+  expect_match "the daemon read the token the package created" 'bearer token read from /var/lib/fabric-agent/token' "$run_log"
+  expect_no_match "the daemon did not create its own" 'created a bearer token' "$run_log"
+  expect_eq "token unchanged by the daemon" "$token" "$(cat "$root/var/lib/fabric-agent/token" 2>/dev/null)"
+  rm -f "$root/var/log/fa-run.log" "$root/tmp/fa-status.out"
+else
+  log "SKIPPING the daemon checks: this binary has no 'run' subcommand"
+fi
 
 # --- edit, upgrade non-interactively ---
 # Two edits: provider_id, and overlay.interface, which inspect reports back
@@ -154,8 +184,9 @@ leftover=""
 while IFS= read -r p; do
   case "$p" in
     /var/lib/dpkg/* | /var/lib/apt/* | /var/cache/apt/* | /var/cache/debconf/* | /var/log/* | /var/cache/ldconfig/* | /etc/ld.so.cache) continue ;;
-    # groupadd's backups, when a dependency's postinst adds a group (rdma).
-    /etc/group- | /etc/gshadow- | /etc/passwd- | /etc/shadow-) continue ;;
+    # adduser's lock and groupadd's backups, when a dependency's postinst
+    # adds a system group (libibverbs1 adds "rdma").
+    /run/adduser | /etc/group- | /etc/gshadow- | /etc/passwd- | /etc/shadow-) continue ;;
   esac
   if grep -qxF -- "$p" "$work/owned"; then continue; fi
   if [ -d "$root$p" ] && [ ! -L "$root$p" ]; then

@@ -130,18 +130,23 @@ fa_unpack_root() {
   cp /etc/resolv.conf "$1/etc/resolv.conf"
 }
 
+# in_root_netns DIR COMMAND...: in_root in a new network namespace too, with
+# only its own loopback (up): for running the daemon.
+in_root_netns() { FA_ROOT_NETNS=1 in_root "$@"; }
+
 # in_root DIR COMMAND...: runs COMMAND chrooted into DIR, in a private mount
 # namespace (proc, a read-only sysfs and the apt archive cache are mounted
 # there and vanish with it), with a clean environment.
 in_root() {
   local root=$1
   shift
-  unshare --mount --propagation private -- /bin/sh -c '
+  unshare --mount --propagation private ${FA_ROOT_NETNS:+--net} -- /bin/sh -c '
     set -e
-    root=$1; cache=$2; shift 2
+    root=$1; cache=$2; netns=$3; shift 3
+    [ -z "$netns" ] || ip link set lo up
     mount -t proc proc "$root/proc"
     mount -t sysfs -o ro sysfs "$root/sys"
     mount --bind "$cache" "$root/var/cache/apt/archives"
     exec chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-      HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"' sh "$root" "$FA_PKG_CACHE/archives" "$@"
+      HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"' sh "$root" "$FA_PKG_CACHE/archives" "${FA_ROOT_NETNS:-}" "$@"
 }
