@@ -16,7 +16,7 @@ ASAN_EXCLUDE ?= lab|packaging
 # `make package PACKAGE_RELEASE=2` builds the next package revision.
 PACKAGE_RELEASE ?= 1
 
-.PHONY: all deps build build-asan run test test-fast test-asan package clean format
+.PHONY: all deps build build-asan run demo bench test test-fast test-asan package clean format
 
 all: build
 
@@ -35,8 +35,20 @@ build: deps $(BUILD)/build.ninja
 build-asan: deps $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
+# The daemon on embedded defaults: http://127.0.0.1:7471, state and token in
+# /var/lib/fabric-agent (see docs/operator.md). Ctrl-C stops it; the mesh stays.
 run: build
-	./$(BUILD)/agent/fabric-agent inspect
+	./$(BUILD)/agent/fabric-agent run
+
+# Three agents in network namespaces with wireguard-go, formed into one
+# cluster by `fabric-agent cluster form`, pinging over the overlay (as root).
+demo: build
+	FA_DEMO=1 tests/agent/e2e_netns.sh ./$(BUILD)/agent/fabric-agent
+
+# Our GET /v1/status against node_exporter's /metrics under wrk (bench/status).
+bench: build
+	@scripts/deps.sh --bench
+	bench/status ./$(BUILD)/agent/fabric-agent
 
 # The whole suite: plain build (every label, the lab included), then the
 # same tests under AddressSanitizer + UBSan (all but the lab).

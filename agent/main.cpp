@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/cli.hpp"
 #include "overlay/cli.hpp"
 #include "pods/cli.hpp"
 #include "probes/cli.hpp"
@@ -26,6 +27,9 @@ int cmd_version(const std::vector<std::string>&) {
 }
 
 const Command kCommands[] = {
+    {"run", "the daemon: HTTP API for the control plane (see docs/api.md)", fa::agent::cmd_run},
+    {"status", "the local daemon's view: fabric, NCCL env, mesh, pods", fa::agent::cmd_status},
+    {"cluster", "cluster form --agent URL...: check a set of agents and form their mesh", fa::agent::cmd_cluster},
     {"cdi", "CDI spec for fabric-agent.io/rdma=all: cdi generate [--output DIR]", fa::pods::cmd_cdi},
     {"inspect", "one discovery pass: HCAs, GIDs, GPUs, fabric identity, NCCL env", fa::probes::cmd_inspect},
     {"mesh", "WireGuard overlay: mesh apply --file F | show [--json] | down", fa::overlay::cmd_mesh},

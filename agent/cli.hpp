@@ -1,0 +1,16 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace fa::agent {
+
+// fabric-agent run [--config FILE]
+int cmd_run(const std::vector<std::string>& args);
+// fabric-agent status [--config FILE] [--url URL] [--token-file F] [--ca-file F] [--json]
+int cmd_status(const std::vector<std::string>& args);
+// fabric-agent cluster form --agent URL... --token-file F [--cluster-id ID] [--timeout SECONDS] ...
+int cmd_cluster(const std::vector<std::string>& args);
+
+}  // namespace fa::agent

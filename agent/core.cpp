@@ -1,0 +1,457 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "agent/core.hpp"
+
+#include <openssl/rand.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "agent/rdma_service.hpp"
+#include "common/log.hpp"
+
+namespace fa::agent {
+
+using nlohmann::json;
+
+namespace {
+
+std::string random_instance() {
+  unsigned char raw[6];
+  if (RAND_bytes(raw, sizeof raw) != 1) {
+    auto t = std::chrono::steady_clock::now().time_since_epoch().count();
+    std::memcpy(raw, &t, sizeof raw);
+  }
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (unsigned char c : raw) {
+    s += hex[c >> 4];
+    s += hex[c & 15];
+  }
+  return s;
+}
+
+// The status copy of the inspect document: counters move all the time and
+// would move the generation with them; they are served by /metrics.
+json without_counters(json inspect) {
+  if (!inspect.is_object()) return inspect;
+  inspect.erase("counters");
+  if (inspect.contains("hcas") && inspect["hcas"].is_array())
+    for (auto& hca : inspect["hcas"])
+      if (hca.contains("ports") && hca["ports"].is_array())
+        for (auto& p : hca["ports"]) {
+          p.erase("counters");
+          p.erase("hw_counters");
+        }
+  return inspect;
+}
+
+std::string endpoint_of(const std::string& host, uint16_t port) {
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
+  return host + ":" + std::to_string(port);
+}
+
+std::optional<std::string> opt_netns(const json& desired) {
+  if (desired.is_object() && desired.contains("netns") && desired["netns"].is_string())
+    return desired["netns"].get<std::string>();
+  return std::nullopt;
+}
+
+std::string ifname_of(const json& desired, const Config& cfg) {
+  if (desired.is_object() && desired.contains("interface") && desired["interface"].is_string())
+    return desired["interface"].get<std::string>();
+  return cfg.overlay.interface;
+}
+
+ApiFailure unavailable(const char* what) {
+  return ApiFailure{503, "unavailable", std::string(what) + " is not part of this build", "", nullptr};
+}
+
+}  // namespace
+
+Core::Core(Config cfg, std::unique_ptr<Discovery> discovery, std::unique_ptr<MeshOps> mesh)
+    : cfg_(std::move(cfg)),
+      discovery_(std::move(discovery)),
+      mesh_(std::move(mesh)),
+      rdma_(std::make_unique<RdmaService>([this] { return config(); })),
+      instance_(random_instance()),
+      started_(std::chrono::system_clock::now()) {
+  auto s = std::make_shared<Snapshot>();
+  s->etag = "W/\"" + instance_ + "-0\"";
+  s->stable_body = R"({"inspect":null,"mesh":null,"pods":[],"warnings":["starting"]})";
+  snap_ = std::move(s);
+}
+
+Core::~Core() = default;
+
+Config Core::config() const {
+  std::lock_guard lk(cfg_mu_);
+  return cfg_;
+}
+
+void Core::set_config(Config c) {
+  std::lock_guard lk(cfg_mu_);
+  cfg_ = std::move(c);
+}
+
+void Core::reconfigure(Config c, std::unique_ptr<Discovery> discovery) {
+  std::lock_guard lk(op_mu_);
+  set_config(std::move(c));
+  if (discovery) discovery_ = std::move(discovery);
+}
+
+std::string Core::key_path() const { return config().state_dir + "/wg.key"; }
+
+void Core::set_token(Token t) {
+  std::lock_guard lk(token_mu_);
+  token_ = std::move(t);
+}
+
+AuthResult Core::check_token(std::string_view authorization) const {
+  std::lock_guard lk(token_mu_);
+  return check_bearer(token_, authorization);
+}
+
+Status Core::start() {
+  auto log = fa::logger("state");
+  const Config cfg = config();
+  {
+    std::lock_guard lk(op_mu_);
+    auto loaded = load_state(cfg.state_dir);
+    if (!loaded) return Error{"state: " + loaded.error().message, loaded.error().sys_errno};
+    persisted_ = loaded->state;
+    if (!loaded->moved_aside.empty()) {
+      log->error("state file {}/state.json is corrupt ({}); moved it to {} and rebuilding from the kernel's view",
+                 cfg.state_dir, loaded->problem, loaded->moved_aside);
+      // Rebuild: adopt the live interface as it is, so a running mesh keeps
+      // its peers. Its private key stays in the kernel (no private_key_file).
+      if (mesh_) {
+        auto live = mesh_->show(cfg.overlay.interface, std::nullopt);
+        if (live && live->is_object()) {
+          json desired = {{"cluster_id", "recovered"},
+                          {"interface", cfg.overlay.interface},
+                          {"listen_port", live->value("listen_port", int{cfg.overlay.listen_port})},
+                          {"peers", json::array()}};
+          if (live->contains("address") && (*live)["address"].is_string() && !(*live)["address"].get<std::string>().empty())
+            desired["address"] = (*live)["address"];
+          for (const auto& p : live->value("peers", json::array())) {
+            json peer = {{"public_key", p.value("public_key", "")}, {"allowed_ips", p.value("allowed_ips", json::array())}};
+            if (p.contains("endpoint") && p["endpoint"].is_string()) peer["endpoint"] = p["endpoint"];
+            if (p.contains("persistent_keepalive") && p["persistent_keepalive"].is_number() && p["persistent_keepalive"].get<int>() > 0)
+              peer["persistent_keepalive"] = p["persistent_keepalive"];
+            desired["peers"].push_back(std::move(peer));
+          }
+          auto v = mesh_->validate(desired);
+          if (v.canonical) {
+            persisted_.mesh = *v.canonical;
+            log->warn("state rebuilt from live interface {}: {} peers kept", cfg.overlay.interface, desired["peers"].size());
+          } else {
+            log->warn("live interface {} could not be adopted: {}: {}", cfg.overlay.interface,
+                      v.errors.empty() ? "" : v.errors[0].field, v.errors.empty() ? "" : v.errors[0].message);
+          }
+        } else {
+          log->info("no live interface {}: starting with no mesh", cfg.overlay.interface);
+        }
+      }
+      if (Status s = save_state(cfg.state_dir, persisted_); !s) log->error("state: {}", s.error().message);
+    }
+
+    if (mesh_) {
+      auto pk = mesh_->ensure_key(key_path());
+      if (!pk) return Error{"wireguard key: " + pk.error().message};
+      public_key_ = *pk;
+      if (!persisted_.mesh.is_null()) {
+        auto mlog = fa::logger("mesh");
+        auto r = mesh_->apply(persisted_.mesh);
+        if (r)
+          mlog->info("{}: adopted persisted mesh of cluster {} (changes: {})", ifname_of(persisted_.mesh, cfg),
+                     persisted_.mesh.value("cluster_id", ""), r->contains("changes") ? (*r)["changes"].dump() : "{}");
+        else
+          mlog->error("{}: could not bring the persisted mesh up: {} (retrying on each refresh)",
+                      ifname_of(persisted_.mesh, cfg), r.error().message);
+      }
+    }
+  }
+  refresh();
+  return {};
+}
+
+std::optional<std::string> Core::own_endpoint_locked(const json& inspect) const {
+  const Config cfg = config();
+  if (!cfg.overlay.public_address.empty()) return endpoint_of(cfg.overlay.public_address, cfg.overlay.listen_port);
+  if (inspect.is_object() && inspect.contains("fabric") && inspect["fabric"].is_object()) {
+    const json& f = inspect["fabric"];
+    if (f.value("kind", "") == "roce" && f.contains("address") && f["address"].is_string())
+      return endpoint_of(f["address"].get<std::string>(), cfg.overlay.listen_port);
+  }
+  return std::nullopt;
+}
+
+json Core::mesh_summary_locked(const std::optional<json>& live, const std::string& live_error) {
+  json m = {{"available", mesh_ != nullptr}};
+  m["public_key"] = public_key_.empty() ? json(nullptr) : json(public_key_);
+  auto ep = own_endpoint_locked(last_inspect_);
+  m["endpoint"] = ep ? json(*ep) : json(nullptr);
+  const json& d = persisted_.mesh;
+  if (d.is_null()) {
+    const Config cfg = config();
+    m["interface"] = cfg.overlay.interface;
+    m["listen_port"] = cfg.overlay.listen_port;
+    m["state"] = "none";
+    return m;
+  }
+  m["cluster_id"] = d.value("cluster_id", "");
+  m["interface"] = d.value("interface", "wg0");
+  m["address"] = d.value("address", "");
+  m["listen_port"] = d.value("listen_port", 51820);
+  json peers = json::array();
+  for (const auto& p : d.value("peers", json::array()))
+    peers.push_back({{"public_key", p.value("public_key", "")},
+                     {"endpoint", p.contains("endpoint") ? p["endpoint"] : json(nullptr)},
+                     {"allowed_ips", p.value("allowed_ips", json::array())}});
+  m["peers"] = std::move(peers);
+  m["state"] = live ? "up" : "absent";
+  if (!live) m["error"] = live_error;
+  return m;
+}
+
+void Core::publish_locked(json stable, json inspect) {
+  std::string body = stable.dump();
+  std::vector<std::function<void()>> wake;
+  {
+    std::lock_guard lk(snap_mu_);
+    if (snap_->generation != 0 && snap_->stable_body == body) {
+      // Unchanged: keep the generation, refresh only what /metrics reads.
+      auto s = std::make_shared<Snapshot>(*snap_);
+      s->inspect = std::move(inspect);
+      snap_ = std::move(s);
+      return;
+    }
+    auto s = std::make_shared<Snapshot>();
+    s->generation = snap_->generation + 1;
+    s->etag = "W/\"" + instance_ + "-" + std::to_string(s->generation) + "\"";
+    s->stable_body = std::move(body);
+    s->inspect = std::move(inspect);
+    snap_ = std::move(s);
+  }
+  std::lock_guard lk(sub_mu_);
+  for (auto& [id, fn] : subs_) fn();
+}
+
+void Core::refresh() {
+  auto log = fa::logger("agent");
+  auto t0 = std::chrono::steady_clock::now();
+  const Config cfg = config();
+  std::lock_guard lk(op_mu_);
+  warnings_.clear();
+  json inspect = nullptr;
+  if (discovery_) {
+    auto r = discovery_->discover();
+    if (r) {
+      inspect = std::move(*r);
+    } else {
+      ++refresh_failures_;
+      warnings_.push_back("discovery failed: " + r.error().message);
+      log->warn("discovery failed: {}", r.error().message);
+    }
+  } else {
+    warnings_.push_back("discovery (probes/) is not part of this build");
+  }
+  last_inspect_ = inspect;
+
+  std::optional<json> live;
+  std::string live_error;
+  if (mesh_ && !persisted_.mesh.is_null()) {
+    const std::string ifname = ifname_of(persisted_.mesh, cfg);
+    auto netns = opt_netns(persisted_.mesh);
+    auto s = mesh_->show(ifname, netns);
+    if (!s) {
+      // Reconcile: the desired mesh is gone from the kernel (reboot, someone
+      // ran `ip link del`); bring it back.
+      auto mlog = fa::logger("mesh");
+      mlog->warn("{}: not live ({}); re-applying the persisted mesh", ifname, s.error().message);
+      auto a = mesh_->apply(persisted_.mesh);
+      if (!a) mlog->error("{}: re-apply failed: {}", ifname, a.error().message);
+      s = mesh_->show(ifname, netns);
+    }
+    if (s) live = std::move(*s);
+    else live_error = s.error().message;
+  }
+
+  json stable = {{"inspect", without_counters(inspect)},
+                 {"mesh", mesh_summary_locked(live, live_error)},
+                 {"pods", persisted_.pods},
+                 {"warnings", warnings_}};
+  publish_locked(std::move(stable), std::move(inspect));
+  ++refreshes_;
+  last_refresh_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::shared_ptr<const Snapshot> Core::snapshot() const {
+  std::lock_guard lk(snap_mu_);
+  return snap_;
+}
+
+std::string Core::render_status(const Snapshot& s) const {
+  // The agent block is small and built per request (uptime moves); the rest
+  // is the cached text of this generation, spliced in without re-serialising.
+  auto now = std::chrono::system_clock::now();
+  long long uptime = std::chrono::duration_cast<std::chrono::seconds>(now - started_).count();
+  long long started = std::chrono::duration_cast<std::chrono::seconds>(started_.time_since_epoch()).count();
+  char head[256];
+  std::snprintf(head, sizeof head,
+                "{\"agent\":{\"version\":\"%s\",\"instance\":\"%s\",\"generation\":%llu,\"started_unix\":%lld,"
+                "\"uptime_seconds\":%lld},",
+                FA_VERSION, instance_.c_str(), static_cast<unsigned long long>(s.generation), started, uptime);
+  std::string out = head;
+  out.append(s.stable_body, 1, std::string::npos);  // stable_body starts with '{'
+  return out;
+}
+
+uint64_t Core::subscribe(std::function<void()> fn) {
+  std::lock_guard lk(sub_mu_);
+  uint64_t id = next_sub_++;
+  subs_.emplace(id, std::move(fn));
+  return id;
+}
+
+void Core::unsubscribe(uint64_t id) {
+  std::lock_guard lk(sub_mu_);
+  subs_.erase(id);
+}
+
+ApiResult Core::get_mesh() {
+  if (!mesh_) return unavailable("the overlay (overlay/)");
+  const Config cfg = config();
+  std::lock_guard lk(op_mu_);
+  json out = {{"desired", persisted_.mesh}, {"public_key", public_key_}};
+  if (persisted_.mesh.is_null()) {
+    out["live"] = nullptr;
+    return out;
+  }
+  auto s = mesh_->show(ifname_of(persisted_.mesh, cfg), opt_netns(persisted_.mesh));
+  out["live"] = s ? *s : json(nullptr);
+  if (!s) out["live_error"] = s.error().message;
+  return out;
+}
+
+ApiResult Core::put_mesh(const json& doc_in) {
+  if (!mesh_) return unavailable("the overlay (overlay/)");
+  auto log = fa::logger("mesh");
+  const Config cfg = config();
+  std::lock_guard lk(op_mu_);
+  json doc = doc_in;
+  // Without a key file of its own, the mesh uses the agent's key, so the
+  // public key the control plane read from /v1/status stays true.
+  if (doc.is_object() && !doc.contains("private_key_file")) doc["private_key_file"] = key_path();
+  MeshValidation v = mesh_->validate(doc);
+  if (!v.canonical) {
+    ApiFailure f{422, "validation_failed", "", "", json::array()};
+    for (const auto& e : v.errors)
+      f.details.push_back({{"field", e.field}, {"value", e.value}, {"message", e.message}});
+    if (!v.errors.empty()) {
+      const auto& e = v.errors.front();
+      f.field = e.field;
+      f.message = e.field + ": `" + e.value + "': " + e.message;
+      if (v.errors.size() > 1) f.message += " (and " + std::to_string(v.errors.size() - 1) + " more)";
+    } else {
+      f.message = "the mesh document is not valid";
+    }
+    return f;
+  }
+  const json& want = *v.canonical;
+  const json& have = persisted_.mesh;
+  if (!have.is_null()) {
+    if (have.value("cluster_id", "") != want.value("cluster_id", ""))
+      return ApiFailure{409, "conflict",
+                        "this node is in cluster '" + have.value("cluster_id", "") + "'; DELETE /v1/mesh before joining '" +
+                            want.value("cluster_id", "") + "'",
+                        "cluster_id", nullptr};
+    if (ifname_of(have, cfg) != ifname_of(want, cfg) || opt_netns(have) != opt_netns(want))
+      return ApiFailure{409, "conflict",
+                        "the mesh runs on interface '" + ifname_of(have, cfg) +
+                            "'; DELETE /v1/mesh before moving it to another interface or namespace",
+                        "interface", nullptr};
+  }
+  auto r = mesh_->apply(want);
+  if (!r) {
+    log->error("{}: apply failed: {}", ifname_of(want, cfg), r.error().message);
+    return ApiFailure{500, "apply_failed", r.error().message, "", nullptr};
+  }
+  if (persisted_.mesh != want) {
+    PersistedState next = persisted_;
+    next.mesh = want;
+    if (Status s = save_state(cfg.state_dir, next); !s) {
+      log->error("state: {}", s.error().message);
+      return ApiFailure{500, "state_write_failed", "mesh applied but not persisted: " + s.error().message, "", nullptr};
+    }
+    persisted_ = std::move(next);
+  }
+  log->info("{}: mesh of cluster {} applied ({} peers, changes: {})", ifname_of(want, cfg), want.value("cluster_id", ""),
+            want.value("peers", json::array()).size(), r->contains("changes") ? (*r)["changes"].dump() : "{}");
+  json stable = {{"inspect", without_counters(last_inspect_)},
+                 {"mesh", mesh_summary_locked(*r, "")},
+                 {"pods", persisted_.pods},
+                 {"warnings", warnings_}};
+  publish_locked(std::move(stable), last_inspect_);
+  json out = *r;
+  out["cluster_id"] = want.value("cluster_id", "");
+  return out;
+}
+
+ApiResult Core::delete_mesh() {
+  if (!mesh_) return unavailable("the overlay (overlay/)");
+  auto log = fa::logger("mesh");
+  const Config cfg = config();
+  std::lock_guard lk(op_mu_);
+  const json have = persisted_.mesh;
+  const std::string ifname = ifname_of(have, cfg);
+  if (Status s = mesh_->down(ifname, opt_netns(have)); !s) {
+    log->error("{}: down failed: {}", ifname, s.error().message);
+    return ApiFailure{500, "down_failed", s.error().message, "", nullptr};
+  }
+  if (!have.is_null()) {
+    PersistedState next = persisted_;
+    next.mesh = nullptr;
+    if (Status s = save_state(cfg.state_dir, next); !s)
+      return ApiFailure{500, "state_write_failed", "mesh removed but not persisted: " + s.error().message, "", nullptr};
+    persisted_ = std::move(next);
+    log->info("{}: mesh of cluster {} removed", ifname, have.value("cluster_id", ""));
+  }
+  json stable = {{"inspect", without_counters(last_inspect_)},
+                 {"mesh", mesh_summary_locked(std::nullopt, "")},
+                 {"pods", persisted_.pods},
+                 {"warnings", warnings_}};
+  publish_locked(std::move(stable), last_inspect_);
+  return json{{"interface", ifname}, {"removed", !have.is_null()}};
+}
+
+json Core::pods() const {
+  auto s = snapshot();
+  json doc = json::parse(s->stable_body, nullptr, false);
+  return json{{"pods", doc.is_object() && doc.contains("pods") ? doc["pods"] : json::array()}};
+}
+
+std::string Core::metrics_text() {
+  const Config cfg = config();
+  std::optional<json> live;
+  {
+    std::lock_guard lk(op_mu_);
+    if (mesh_ && !persisted_.mesh.is_null()) {
+      auto s = mesh_->show(ifname_of(persisted_.mesh, cfg), opt_netns(persisted_.mesh));
+      if (s) live = std::move(*s);
+    }
+  }
+  auto snap = snapshot();
+  MetricsInput in;
+  in.inspect = &snap->inspect;
+  in.mesh_live = live ? &*live : nullptr;
+  in.generation = snap->generation;
+  in.start_time_unix = std::chrono::duration<double>(started_.time_since_epoch()).count();
+  in.refreshes = refreshes_;
+  in.refresh_failures = refresh_failures_;
+  in.last_refresh_seconds = last_refresh_seconds_;
+  in.now_unix = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return render_metrics(in, api_metrics_);
+}
+
+}  // namespace fa::agent

@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: Apache-2.0
+// `fabric-agent run`: the daemon. Startup order matters to systemd and to the
+// renter: config -> token -> state + adoption of the live mesh -> first
+// discovery -> listen -> READY=1. SIGTERM stops serving and leaves the mesh
+// running (a restart must be invisible to the job using it); SIGHUP reloads
+// the config and keeps the running one when the new one is bad.
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <cstdio>
+#include <functional>
+
+#include "agent/cli.hpp"
+#include "agent/core.hpp"
+#include "agent/netlink_watch.hpp"
+#include "agent/server.hpp"
+#include "common/cli.hpp"
+#include "common/config.hpp"
+#include "common/log.hpp"
+
+namespace fa::agent {
+
+namespace asio = boost::asio;
+
+namespace {
+
+Status make_state_dir(const std::string& dir) {
+  // mkdir -p with 0700 for what we create: the token and the WireGuard key live here.
+  std::string cur;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = dir.find('/', pos + 1);
+    cur = dir.substr(0, pos);
+    if (cur.empty()) continue;
+    if (::mkdir(cur.c_str(), 0700) != 0 && errno != EEXIST) return Error::from_errno("state_dir: mkdir " + cur);
+  }
+  return {};
+}
+
+Result<LoadedToken> load_token(const Config& cfg) {
+  // Only the default location is created on demand: a token_file the
+  // operator named must exist, or a typo would mint a token nobody knows.
+  return load_or_create_token(cfg.effective_token_file(), cfg.token_file.empty());
+}
+
+}  // namespace
+
+int cmd_run(const std::vector<std::string>& argv) {
+  auto args = Args::parse(argv, {{"config", true}});
+  if (!args) {
+    std::fprintf(stderr, "fabric-agent run: %s\n", args.error().message.c_str());
+    return 2;
+  }
+  const std::string config_path = args->get_or("config", "");
+  auto cfg = load_config(config_path);
+  if (!cfg) {
+    std::fprintf(stderr, "fabric-agent run: %s\n", cfg.error().message.c_str());
+    return 2;
+  }
+  set_log_level(cfg->log_level);
+  auto log = fa::logger("agent");
+  log->info("fabric-agent {} starting (config: {})", FA_VERSION, cfg->source);
+
+  if (Status s = make_state_dir(cfg->state_dir); !s) {
+    log->critical("{}", s.error().message);
+    return 1;
+  }
+  auto tok = load_token(*cfg);
+  if (!tok) {
+    log->critical("{}", tok.error().message);
+    return 1;
+  }
+  if (tok->created)
+    log->info("created a bearer token in {} (mode 0600); clients read it from there", cfg->effective_token_file());
+  else
+    log->info("bearer token read from {}", cfg->effective_token_file());
+
+  Core core(*cfg, make_discovery(*cfg), make_mesh_ops(*cfg));
+  core.set_token(std::move(tok->token));
+  if (Status s = core.start(); !s) {
+    log->critical("startup failed: {}", s.error().message);
+    return 1;
+  }
+
+  asio::io_context ioc(1);
+  asio::thread_pool worker(1);
+  Server server(ioc, worker, core, ServerOptions::from(*cfg));
+  auto port = server.start();
+  if (!port) {
+    log->critical("{}", port.error().message);
+    return 1;
+  }
+  auto hp = parse_host_port(cfg->listen);
+  std::string host = hp->host.find(':') != std::string::npos ? "[" + hp->host + "]" : hp->host;
+  log->info("listening on {}://{}:{}{}", cfg->tls.enabled() ? "https" : "http", host, *port,
+            cfg->tls.mutual() ? " (client certificates from tls.client_ca accepted)" : "");
+
+  // Refresh: on a timer and on rtnetlink events; both run on the worker so
+  // they queue behind (never interleave with) mesh operations.
+  auto refresh = [&core, &worker] { asio::post(worker, [&core] { core.refresh(); }); };
+  asio::steady_timer refresh_timer(ioc);
+  std::function<void()> arm_refresh = [&] {
+    refresh_timer.expires_after(core.config().refresh_interval);
+    refresh_timer.async_wait([&](boost::system::error_code ec) {
+      if (ec) return;
+      refresh();
+      arm_refresh();
+    });
+  };
+  arm_refresh();
+  auto watch = NetlinkWatch::start(ioc, refresh);
+  if (!watch) log->warn("{}; status follows changes on the {} s timer only", watch.error().message,
+                        cfg->refresh_interval.count());
+
+  // Watchdog: ping at half of WatchdogSec from the I/O thread, so a wedged
+  // event loop stops the pings and systemd restarts us.
+  asio::steady_timer wd_timer(ioc);
+  uint64_t wd_usec = 0;
+  std::function<void()> arm_watchdog = [&] {
+    wd_timer.expires_after(std::chrono::microseconds(wd_usec / 2));
+    wd_timer.async_wait([&](boost::system::error_code ec) {
+      if (ec) return;
+      sd_notify(0, "WATCHDOG=1");
+      arm_watchdog();
+    });
+  };
+  if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0) {
+    log->info("systemd watchdog every {} ms (pinging at half)", wd_usec / 1000);
+    arm_watchdog();
+  }
+
+  asio::signal_set signals(ioc, SIGINT, SIGTERM, SIGHUP);
+  std::function<void()> on_signal = [&] {
+    signals.async_wait([&](boost::system::error_code ec, int sig) {
+      if (ec) return;
+      if (sig == SIGHUP) {
+        sd_notify(0, "RELOADING=1");
+        auto next = load_config(config_path);
+        if (!next) {
+          log->error("reload failed, keeping the running config: {}", next.error().message);
+        } else {
+          const Config old = core.config();
+          if (next->listen != old.listen || next->tls != old.tls || next->api != old.api ||
+              next->allow_plain_http_on_non_loopback != old.allow_plain_http_on_non_loopback)
+            log->warn("reload: listen, tls and api settings take effect on restart");
+          auto t = load_token(*next);
+          if (!t) {
+            log->error("reload failed, keeping the running config: {}", t.error().message);
+          } else {
+            set_log_level(next->log_level);
+            core.set_token(std::move(t->token));
+            Config applied = *next;
+            asio::post(worker, [&core, applied] {
+              core.reconfigure(applied, make_discovery(applied));
+              core.refresh();
+            });
+            log->info("reloaded config from {}", next->source);
+          }
+        }
+        sd_notify(0, "READY=1");
+        on_signal();
+        return;
+      }
+      log->info("{}: stopping; the mesh stays up", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      sd_notify(0, "STOPPING=1");
+      server.stop();
+      refresh_timer.cancel();
+      wd_timer.cancel();
+      watch = Error{"stopped"};
+      ioc.stop();
+    });
+  };
+  on_signal();
+
+  sd_notify(0, "READY=1\nSTATUS=serving");
+  log->info("ready (generation {})", core.snapshot()->generation);
+  ioc.run();
+  worker.join();
+  log->info("stopped");
+  return 0;
+}
+
+}  // namespace fa::agent

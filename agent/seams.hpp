@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: Apache-2.0
+// The two seams between the daemon and the modules that touch hardware:
+// discovery (probes/) and the WireGuard mesh (overlay/). The daemon's logic
+// (generation, persistence, serialisation, HTTP) sits above them and is
+// tested with small in-test implementations; production wires the real
+// modules in make_discovery() / make_mesh_ops() (agent/modules.cpp).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/config.hpp"
+#include "common/result.hpp"
+
+namespace fa::agent {
+
+class Discovery {
+ public:
+  virtual ~Discovery() = default;
+  // One discovery pass: the `inspect --json` document. Failures inside are
+  // warnings in the document; an Error means discovery could not run at all.
+  virtual Result<nlohmann::json> discover() = 0;
+};
+
+struct MeshFieldError {
+  std::string field;    // e.g. "peers[3].endpoint"
+  std::string value;    // as written
+  std::string message;  // what is accepted
+};
+
+struct MeshValidation {
+  std::optional<nlohmann::json> canonical;  // set when valid
+  std::vector<MeshFieldError> errors;
+};
+
+class MeshOps {
+ public:
+  virtual ~MeshOps() = default;
+  // Validates the whole document (no side effect).
+  virtual MeshValidation validate(const nlohmann::json& doc) = 0;
+  // Brings the live interface to the canonical desired document; returns
+  // the `mesh show --json` document.
+  virtual Result<nlohmann::json> apply(const nlohmann::json& canonical) = 0;
+  // Live view; Error when the interface is absent or unreadable.
+  virtual Result<nlohmann::json> show(const std::string& ifname, const std::optional<std::string>& netns) = 0;
+  // Removes the interface; absent is fine.
+  virtual Status down(const std::string& ifname, const std::optional<std::string>& netns) = 0;
+  // Creates the private key file (0600, base64) if missing; returns its public key (base64).
+  virtual Result<std::string> ensure_key(const std::string& path) = 0;
+};
+
+// Production seams over probes/ and overlay/ (agent/modules.cpp). Core also
+// accepts nullptr for either and then answers 503 for what needs it.
+std::unique_ptr<Discovery> make_discovery(const Config& cfg);
+std::unique_ptr<MeshOps> make_mesh_ops(const Config& cfg);
+
+}  // namespace fa::agent

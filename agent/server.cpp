@@ -1,0 +1,334 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "agent/server.hpp"
+
+#include <fcntl.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include <atomic>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <optional>
+
+#include "common/log.hpp"
+
+namespace fa::agent {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+constexpr size_t kHeaderLimit = 16 * 1024;
+
+// The one place where I/O errors are reported. Errors a client causes by
+// hanging up are routine and stay at debug level so they cannot flood the log.
+void fail(beast::error_code ec, const char* what) {
+  if (ec == asio::error::operation_aborted) return;
+  static auto log = fa::logger("api");
+  if (ec == beast::error::timeout || ec == asio::error::eof || ec == asio::error::connection_reset ||
+      ec == asio::ssl::error::stream_truncated || ec == http::error::end_of_stream || ec == asio::error::broken_pipe)
+    log->debug("{}: {}", what, ec.message());
+  else
+    log->info("{}: {}", what, ec.message());
+}
+
+}  // namespace
+
+struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
+  Impl(asio::io_context& i, asio::thread_pool& w, Core& c, ServerOptions o)
+      : ioc(i), worker(w), core(c), api(c), opt(std::move(o)), acceptor(asio::make_strand(i)) {}
+
+  asio::io_context& ioc;
+  asio::thread_pool& worker;
+  asio::thread_pool probe_lane{1};
+  Core& core;
+  Api api;
+  ServerOptions opt;
+  tcp::acceptor acceptor;
+  std::optional<asio::ssl::context> tls;
+  std::atomic<int> live{0};
+  bool stopped = false;
+
+  void do_accept();
+};
+
+namespace {
+
+template <class Stream>
+class Session : public std::enable_shared_from_this<Session<Stream>> {
+ public:
+  template <class... Args>
+  Session(std::shared_ptr<Server::Impl> srv, Args&&... args)
+      : srv_(std::move(srv)), stream_(std::forward<Args>(args)...), timer_(stream_.get_executor()) {
+    ++srv_->live;
+  }
+  ~Session() {
+    if (sub_) srv_->core.unsubscribe(*sub_);
+    --srv_->live;
+  }
+
+  void run() {
+    asio::dispatch(stream_.get_executor(), beast::bind_front_handler(&Session::on_run, this->shared_from_this()));
+  }
+
+ private:
+  static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+
+  auto& lowest() { return beast::get_lowest_layer(stream_); }
+
+  void on_run() {
+    if constexpr (kTls) {
+      lowest().expires_after(srv_->opt.api.read_timeout);
+      stream_.async_handshake(asio::ssl::stream_base::server,
+                              beast::bind_front_handler(&Session::on_handshake, this->shared_from_this()));
+    } else {
+      do_read();
+    }
+  }
+
+  void on_handshake(beast::error_code ec) {
+    if (ec) return fail(ec, "tls handshake");
+    if constexpr (kTls) {
+      // verify_peer already refused a certificate from another CA during the
+      // handshake; a client without a certificate may still use the token.
+      if (srv_->opt.tls.mutual()) {
+        SSL* ssl = stream_.native_handle();
+        X509* cert = SSL_get1_peer_certificate(ssl);
+        ctx_.client_cert_verified = cert != nullptr && SSL_get_verify_result(ssl) == X509_V_OK;
+        if (cert) X509_free(cert);
+      }
+    }
+    do_read();
+  }
+
+  void do_read() {
+    parser_.emplace();
+    parser_->body_limit(kMaxBody);
+    parser_->header_limit(kHeaderLimit);
+    // One deadline for the whole request: a client dribbling a header byte
+    // at a time is cut off when it passes.
+    lowest().expires_after(srv_->opt.api.read_timeout);
+    http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::on_read, this->shared_from_this()));
+  }
+
+  void on_read(beast::error_code ec, size_t) {
+    if (ec == http::error::end_of_stream) return close();
+    if (ec == http::error::body_limit) {
+      t0_ = std::chrono::steady_clock::now();
+      route_ = "other";
+      if (parser_->is_header_done()) route_ = std::string(Api::route_of(std::string_view(parser_->get().target().data(), parser_->get().target().size())));
+      return send(Api::error(413, "payload_too_large",
+                             "the request body is larger than " + std::to_string(kMaxBody) + " bytes", "", 11, false));
+    }
+    if (ec == beast::error::timeout) return fail(ec, "read (client too slow, connection closed)");
+    if (ec && ec.category() == beast::error_code(http::error::bad_target).category()) {
+      t0_ = std::chrono::steady_clock::now();
+      route_ = "other";
+      return send(Api::error(400, "bad_request", "malformed HTTP request: " + ec.message(), "", 11, false));
+    }
+    if (ec) return fail(ec, "read");
+    lowest().expires_never();
+    req_ = parser_->release();
+    t0_ = std::chrono::steady_clock::now();
+    route_ = std::string(Api::route_of(std::string_view(req_.target().data(), req_.target().size())));
+    dispatch(srv_->api.handle(req_, ctx_));
+  }
+
+  void dispatch(Outcome o) {
+    if (auto* r = std::get_if<Response>(&o)) return send(std::move(*r));
+    if (auto* d = std::get_if<Deferred>(&o)) {
+      auto& pool = d->long_running ? srv_->probe_lane : srv_->worker;
+      asio::post(pool, [self = this->shared_from_this(), work = std::move(d->work)]() mutable {
+        Response res = work();
+        asio::post(self->stream_.get_executor(),
+                   [self, res = std::move(res)]() mutable { self->send(std::move(res)); });
+      });
+      return;
+    }
+    const LongPoll lp = std::get<LongPoll>(o);
+    std::weak_ptr<Session> weak = this->shared_from_this();
+    auto exec = stream_.get_executor();
+    sub_ = srv_->core.subscribe([weak, exec] {
+      asio::post(exec, [weak] {
+        if (auto self = weak.lock()) self->wake();
+      });
+    });
+    if (srv_->core.snapshot()->generation != lp.generation) return wake();  // moved before we subscribed
+    timer_.expires_after(lp.wait);
+    timer_.async_wait([self = this->shared_from_this()](beast::error_code ec) {
+      if (!ec) self->wake();
+    });
+  }
+
+  // Long-poll ends: the generation moved or the wait passed. Answer with
+  // whatever is current (200 with the new ETag, or 304).
+  void wake() {
+    if (!sub_) return;
+    srv_->core.unsubscribe(*sub_);
+    sub_.reset();
+    timer_.cancel();
+    RequestContext again = ctx_;
+    again.allow_long_poll = false;
+    dispatch(srv_->api.handle(req_, again));
+  }
+
+  void send(Response res) {
+    srv_->core.api_metrics().observe(route_, res.result_int(), std::chrono::steady_clock::now() - t0_);
+    res_ = std::move(res);
+    keep_alive_ = res_.keep_alive();
+    lowest().expires_after(srv_->opt.api.read_timeout);  // a client that does not read its answer is cut off too
+    http::async_write(stream_, res_, beast::bind_front_handler(&Session::on_write, this->shared_from_this()));
+  }
+
+  void on_write(beast::error_code ec, size_t) {
+    if (ec) return fail(ec, "write");
+    if (!keep_alive_) return close();
+    if (buffer_.size() > 0) return do_read();  // pipelined request already here
+    if constexpr (kTls) {
+      // OpenSSL may hold decrypted bytes the socket no longer shows; read
+      // directly, with the idle timeout as the deadline for the first byte.
+      parser_.emplace();
+      parser_->body_limit(kMaxBody);
+      parser_->header_limit(kHeaderLimit);
+      lowest().expires_after(srv_->opt.api.idle_timeout);
+      http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::on_read, this->shared_from_this()));
+    } else {
+      // Idle keep-alive: wait for the first byte of the next request under the
+      // idle timeout, then give the whole request the read timeout.
+      lowest().expires_never();
+      timer_.expires_after(srv_->opt.api.idle_timeout);
+      timer_.async_wait([self = this->shared_from_this()](beast::error_code tec) {
+        if (!tec) {
+          beast::error_code ignored;
+          self->lowest().socket().cancel(ignored);
+          self->idle_expired_ = true;
+        }
+      });
+      lowest().socket().async_wait(tcp::socket::wait_read, [self = this->shared_from_this()](beast::error_code wec) {
+        self->timer_.cancel();
+        if (wec || self->idle_expired_) return self->close();
+        self->do_read();
+      });
+    }
+  }
+
+  void close() {
+    beast::error_code ec;
+    if constexpr (kTls) {
+      lowest().expires_after(std::chrono::seconds(2));
+      stream_.async_shutdown([self = this->shared_from_this()](beast::error_code) { self->lowest().close(); });
+    } else {
+      lowest().socket().shutdown(tcp::socket::shutdown_send, ec);
+      lowest().close();
+    }
+  }
+
+  std::shared_ptr<Server::Impl> srv_;
+  Stream stream_;
+  asio::steady_timer timer_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  Request req_;
+  Response res_;
+  RequestContext ctx_;
+  std::optional<uint64_t> sub_;
+  std::chrono::steady_clock::time_point t0_;
+  std::string route_ = "other";
+  bool keep_alive_ = false;
+  bool idle_expired_ = false;
+};
+
+}  // namespace
+
+void Server::Impl::do_accept() {
+  acceptor.async_accept(asio::make_strand(ioc), [self = shared_from_this()](beast::error_code ec, tcp::socket sock) {
+    if (!ec) ::fcntl(sock.native_handle(), F_SETFD, FD_CLOEXEC);  // see start(): children must not hold it
+    if (ec) {
+      if (self->stopped) return;
+      fail(ec, "accept");
+    } else if (self->live.load() >= self->opt.api.max_connections) {
+      // Over the cap: close at once rather than queue, so a flood cannot
+      // starve the control plane of memory or file descriptors.
+      static auto log = fa::logger("api");
+      log->warn("connection cap ({}) reached: closing a new connection", self->opt.api.max_connections);
+      beast::error_code ignored;
+      sock.close(ignored);
+    } else if (self->tls) {
+      std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(self, std::move(sock), *self->tls)->run();
+    } else {
+      std::make_shared<Session<beast::tcp_stream>>(self, std::move(sock))->run();
+    }
+    if (!self->stopped) self->do_accept();
+  });
+}
+
+Server::Server(asio::io_context& ioc, asio::thread_pool& worker, Core& core, ServerOptions opt)
+    : impl_(std::make_shared<Impl>(ioc, worker, core, std::move(opt))) {}
+
+Server::~Server() { stop(); }
+
+int Server::live_connections() const { return impl_->live.load(); }
+
+Result<uint16_t> Server::start() {
+  auto hp = parse_host_port(impl_->opt.listen);
+  if (!hp) return Error{"listen '" + impl_->opt.listen + "' " + hp.error().message};
+  if (!impl_->opt.tls.enabled() && !impl_->opt.allow_plain_http_on_non_loopback && !is_loopback_host(hp->host))
+    return Error{"listen '" + impl_->opt.listen +
+                 "': plain HTTP on a non-loopback address is refused (set tls.cert/tls.key, or "
+                 "allow_plain_http_on_non_loopback: true)"};
+  if (impl_->opt.tls.enabled()) {
+    try {
+      asio::ssl::context ctx(asio::ssl::context::tls_server);
+      ctx.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                      asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1 |
+                      asio::ssl::context::single_dh_use);
+      ctx.use_certificate_chain_file(impl_->opt.tls.cert);
+      ctx.use_private_key_file(impl_->opt.tls.key, asio::ssl::context::pem);
+      if (impl_->opt.tls.mutual()) {
+        ctx.load_verify_file(impl_->opt.tls.client_ca);
+        ctx.set_verify_mode(asio::ssl::verify_peer);
+      }
+      impl_->tls.emplace(std::move(ctx));
+    } catch (const boost::system::system_error& e) {
+      return Error{"tls: " + std::string(e.what()) + " (cert " + impl_->opt.tls.cert + ", key " + impl_->opt.tls.key +
+                   (impl_->opt.tls.mutual() ? ", client_ca " + impl_->opt.tls.client_ca : "") + ")"};
+    }
+  }
+  beast::error_code ec;
+  std::string host = hp->host == "localhost" ? "127.0.0.1" : hp->host;
+  auto addr = asio::ip::make_address(host, ec);
+  if (ec) return Error{"listen '" + impl_->opt.listen + "': " + ec.message()};
+  tcp::endpoint ep(addr, hp->port);
+  auto& a = impl_->acceptor;
+  a.open(ep.protocol(), ec);
+  // Close-on-exec: processes we start (wireguard-go) outlive us and must not
+  // keep our listening port, or a restarted agent cannot bind it again.
+  if (!ec) ::fcntl(a.native_handle(), F_SETFD, FD_CLOEXEC);
+  if (!ec) a.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) a.bind(ep, ec);
+  if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return Error{"listen " + impl_->opt.listen + ": " + ec.message(), ec.value()};
+  uint16_t port = a.local_endpoint().port();
+  impl_->do_accept();
+  return port;
+}
+
+void Server::stop() {
+  if (!impl_ || impl_->stopped) return;
+  impl_->stopped = true;
+  asio::post(impl_->acceptor.get_executor(), [impl = impl_] {
+    beast::error_code ec;
+    impl->acceptor.close(ec);
+  });
+}
+
+}  // namespace fa::agent

@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: Apache-2.0
+// The HTTP/1.1 server on Boost.Beast (advanced server shape): one listener,
+// sessions that own their socket and run on their own strand, every resource
+// bounded (1 MiB body -> 413, 16 KiB of headers, a whole-request read timeout
+// against clients that dribble bytes, an idle timeout on kept-alive
+// connections, a cap on connections), one fail() reporting point.
+// TLS (and mutual TLS) through asio::ssl on OpenSSL.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include <memory>
+#include <string>
+
+#include "agent/api.hpp"
+#include "common/config.hpp"
+#include "common/result.hpp"
+
+namespace fa::agent {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:0";
+  bool allow_plain_http_on_non_loopback = false;
+  TlsConfig tls;
+  ApiConfig api;
+  static ServerOptions from(const Config& c) {
+    return ServerOptions{c.listen, c.allow_plain_http_on_non_loopback, c.tls, c.api};
+  }
+};
+
+class Server {
+ public:
+  // `worker` runs Deferred outcomes (one thread: mesh operations serialised).
+  Server(boost::asio::io_context& ioc, boost::asio::thread_pool& worker, Core& core, ServerOptions opt);
+  ~Server();
+
+  // Binds and starts accepting. Returns the bound port (useful with port 0).
+  Result<uint16_t> start();
+  void stop();
+  int live_connections() const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace fa::agent

@@ -1,0 +1,437 @@
+// SPDX-License-Identifier: Apache-2.0
+// The request handler as a pure function, and the core under it: routes,
+// error shape, auth, ETag/304/long-poll decisions, generation rules, mesh
+// serialisation, persisted state. The seams are small in-test classes that
+// record what they were asked to do.
+#include <catch2/catch.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "agent/api.hpp"
+#include "agent/auth.hpp"
+#include "agent/core.hpp"
+#include "agent/state.hpp"
+
+using namespace fa::agent;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char t[] = "/tmp/fa-api-test-XXXXXX";
+    path = mkdtemp(t);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+struct TestDiscovery : Discovery {
+  std::shared_ptr<json> doc = std::make_shared<json>(json{{"hcas", json::array()},
+                                                          {"fabric", {{"kind", "roce"}, {"id", "p1/10.20.0.0/16"}, {"address", "10.20.0.11"}}},
+                                                          {"gpus", {{"model", "H100"}, {"count", 8}}}});
+  fa::Result<json> discover() override { return *doc; }
+};
+
+// Records calls; apply sleeps so that overlapping calls would be seen.
+struct TestMesh : MeshOps {
+  std::shared_ptr<std::atomic<int>> in_flight = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<std::atomic<int>> overlaps = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<std::atomic<int>> applies = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<json> live = std::make_shared<json>(nullptr);
+
+  MeshValidation validate(const json& doc) override {
+    MeshValidation v;
+    if (!doc.contains("cluster_id") || !doc["cluster_id"].is_string())
+      v.errors.push_back({"cluster_id", "", "required: a string"});
+    if (doc.contains("peers") && !doc["peers"].is_array()) v.errors.push_back({"peers", doc["peers"].dump(), "expected a list"});
+    if (v.errors.empty()) v.canonical = doc;
+    return v;
+  }
+  fa::Result<json> apply(const json& m) override {
+    if (++*in_flight > 1) ++*overlaps;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ++*applies;
+    *live = {{"interface", m.value("interface", "wg0")}, {"peers", m.value("peers", json::array())}};
+    --*in_flight;
+    return *live;
+  }
+  fa::Result<json> show(const std::string&, const std::optional<std::string>&) override {
+    if (live->is_null()) return fa::Error{"no such interface"};
+    return *live;
+  }
+  fa::Status down(const std::string&, const std::optional<std::string>&) override {
+    if (++*in_flight > 1) ++*overlaps;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    *live = nullptr;
+    --*in_flight;
+    return {};
+  }
+  fa::Result<std::string> ensure_key(const std::string&) override { return std::string("PUBKEY="); }
+};
+
+struct Fixture {
+  TempDir dir;
+  TestDiscovery* disc = nullptr;
+  TestMesh* mesh = nullptr;
+  std::unique_ptr<Core> core;
+  std::unique_ptr<Api> api;
+
+  explicit Fixture(bool with_mesh = true) {
+    fa::Config cfg;
+    cfg.state_dir = dir.path;
+    auto d = std::make_unique<TestDiscovery>();
+    disc = d.get();
+    std::unique_ptr<TestMesh> m;
+    if (with_mesh) {
+      m = std::make_unique<TestMesh>();
+      mesh = m.get();
+    }
+    core = std::make_unique<Core>(cfg, std::move(d), std::move(m));
+    core->set_token(Token::from_secret("s3cret"));
+    REQUIRE(core->start().ok());
+    api = std::make_unique<Api>(*core);
+  }
+
+  Request req(http::verb v, const std::string& target, const std::string& body = "", bool auth = true) {
+    Request r{v, target, 11};
+    if (auth) r.set(http::field::authorization, "Bearer s3cret");
+    if (!body.empty()) {
+      r.set(http::field::content_type, "application/json");
+      r.body() = body;
+      r.prepare_payload();
+    }
+    return r;
+  }
+
+  // Runs the outcome to a response (Deferred work inline); LongPoll is returned as is.
+  Outcome run(const Request& r, RequestContext ctx = {}) {
+    Outcome o = api->handle(r, ctx);
+    if (auto* d = std::get_if<Deferred>(&o)) return d->work();
+    return o;
+  }
+  Response respond(const Request& r, RequestContext ctx = {}) {
+    Outcome o = run(r, ctx);
+    REQUIRE(std::holds_alternative<Response>(o));
+    return std::get<Response>(o);
+  }
+};
+
+json error_of(const Response& r) {
+  json d = json::parse(r.body());
+  REQUIRE(d.contains("error"));
+  return d["error"];
+}
+
+}  // namespace
+
+TEST_CASE("healthz needs no token, everything else does", "[api]") {
+  Fixture f;
+  CHECK(f.respond(f.req(http::verb::get, "/healthz", "", false)).result_int() == 200);
+  for (const char* path : {"/v1/status", "/metrics", "/v1/mesh", "/v1/pods", "/nope"}) {
+    Response r = f.respond(f.req(http::verb::get, path, "", false));
+    CHECK(r.result_int() == 401);
+    CHECK(r[http::field::www_authenticate] == "Bearer realm=\"fabric-agent\"");
+    CHECK(error_of(r)["code"] == "unauthorized");
+    CHECK(error_of(r)["field"] == "Authorization");
+  }
+}
+
+TEST_CASE("auth: wrong token 403, wrong scheme or header 401, client cert accepted", "[api]") {
+  Fixture f;
+  auto r = f.req(http::verb::get, "/v1/status", "", false);
+  r.set(http::field::authorization, "Bearer s3cre");
+  CHECK(f.respond(r).result_int() == 403);
+  r.set(http::field::authorization, "Bearer s3cret ");  // trailing space tolerated, same token
+  CHECK(f.respond(r).result_int() == 200);
+  r.set(http::field::authorization, "bearer s3cret");  // scheme is case-insensitive
+  CHECK(f.respond(r).result_int() == 200);
+  r.set(http::field::authorization, "Basic s3cret");
+  CHECK(f.respond(r).result_int() == 401);
+  r.set(http::field::authorization, "s3cret");
+  CHECK(f.respond(r).result_int() == 401);
+  auto other = f.req(http::verb::get, "/v1/status", "", false);
+  other.set("X-Auth-Token", "s3cret");
+  CHECK(f.respond(other).result_int() == 401);
+  auto q = f.req(http::verb::get, "/v1/status?token=s3cret", "", false);
+  CHECK(f.respond(q).result_int() == 401);
+  RequestContext cert;
+  cert.client_cert_verified = true;
+  CHECK(f.respond(f.req(http::verb::get, "/v1/status", "", false), cert).result_int() == 200);
+}
+
+TEST_CASE("status: ETag, 304, long-poll decision, bad wait", "[api]") {
+  Fixture f;
+  Response first = f.respond(f.req(http::verb::get, "/v1/status"));
+  REQUIRE(first.result_int() == 200);
+  std::string etag(first[http::field::etag]);
+  CHECK(etag.rfind("W/\"", 0) == 0);
+  json body = json::parse(first.body());
+  CHECK(body["agent"]["generation"] == 1);
+  CHECK(body["agent"]["version"] == FA_VERSION);
+  CHECK(body["inspect"]["fabric"]["id"] == "p1/10.20.0.0/16");
+  CHECK(body["mesh"]["public_key"] == "PUBKEY=");
+  CHECK(body["mesh"]["endpoint"] == "10.20.0.11:51820");  // RoCE: the fabric address
+  CHECK(body["mesh"]["state"] == "none");
+
+  auto cond = f.req(http::verb::get, "/v1/status");
+  cond.set(http::field::if_none_match, etag);
+  Response nm = f.respond(cond);
+  CHECK(nm.result_int() == 304);
+  CHECK(nm.body().empty());
+  CHECK(nm[http::field::etag] == etag);
+  cond.set(http::field::if_none_match, etag.substr(2));  // strong form of the same tag matches too
+  CHECK(f.respond(cond).result_int() == 304);
+  cond.set(http::field::if_none_match, "\"other\", " + etag);
+  CHECK(f.respond(cond).result_int() == 304);
+  cond.set(http::field::if_none_match, "W/\"other\"");
+  CHECK(f.respond(cond).result_int() == 200);
+
+  auto wait = f.req(http::verb::get, "/v1/status?wait=1000");
+  wait.set(http::field::if_none_match, etag);
+  Outcome o = f.run(wait);
+  REQUIRE(std::holds_alternative<LongPoll>(o));
+  CHECK(std::get<LongPoll>(o).generation == 1);
+  CHECK(std::get<LongPoll>(o).wait == std::chrono::seconds(300));  // capped at api.max_wait
+  RequestContext second;
+  second.allow_long_poll = false;
+  CHECK(f.respond(wait, second).result_int() == 304);
+
+  // Without If-None-Match there is nothing to wait for: answer now.
+  CHECK(f.respond(f.req(http::verb::get, "/v1/status?wait=5")).result_int() == 200);
+
+  for (const char* bad : {"/v1/status?wait=x", "/v1/status?wait=-1", "/v1/status?wait=", "/v1/status?foo=1"}) {
+    Response r = f.respond(f.req(http::verb::get, bad));
+    CHECK(r.result_int() == 400);
+    CHECK(error_of(r)["code"] == "bad_request");
+  }
+}
+
+TEST_CASE("generation moves only when the status changes", "[api]") {
+  Fixture f;
+  CHECK(f.core->snapshot()->generation == 1);
+  f.core->refresh();
+  f.core->refresh();
+  CHECK(f.core->snapshot()->generation == 1);
+  // Counters change constantly; they must not move the generation.
+  (*f.disc->doc)["hcas"] = json::array({{{"name", "mlx5_0"}, {"ports", json::array({{{"port", 1}, {"counters", {{"port_xmit_data", 5}}}}})}}});
+  f.core->refresh();
+  CHECK(f.core->snapshot()->generation == 2);
+  (*f.disc->doc)["hcas"][0]["ports"][0]["counters"]["port_xmit_data"] = 99;
+  f.core->refresh();
+  CHECK(f.core->snapshot()->generation == 2);
+  CHECK(f.core->snapshot()->inspect["hcas"][0]["ports"][0]["counters"]["port_xmit_data"] == 99);  // /metrics sees it
+  (*f.disc->doc)["fabric"]["id"] = "p1/10.30.0.0/16";
+  int woken = 0;
+  uint64_t id = f.core->subscribe([&] { ++woken; });
+  f.core->refresh();
+  f.core->unsubscribe(id);
+  CHECK(f.core->snapshot()->generation == 3);
+  CHECK(woken == 1);
+}
+
+TEST_CASE("mesh: 415, 400, 422 with field, 200, idempotent, 409, delete", "[api]") {
+  Fixture f;
+  auto put = [&](const std::string& body) { return f.req(http::verb::put, "/v1/mesh", body); };
+
+  auto wrong_type = put("{}");
+  wrong_type.set(http::field::content_type, "text/plain");
+  Response r415 = f.respond(wrong_type);
+  CHECK(r415.result_int() == 415);
+  CHECK(error_of(r415)["field"] == "Content-Type");
+
+  Response r400 = f.respond(put("{\"cluster_id\": "));
+  CHECK(r400.result_int() == 400);
+  CHECK(error_of(r400)["code"] == "malformed_json");
+
+  Response r422 = f.respond(put("{\"peers\": 3}"));
+  CHECK(r422.result_int() == 422);
+  CHECK(error_of(r422)["code"] == "validation_failed");
+  CHECK(error_of(r422)["field"] == "cluster_id");
+  CHECK(error_of(r422)["details"].size() == 2);
+  CHECK(f.respond(put("[1,2]")).result_int() == 422);
+  CHECK(*f.mesh->applies == 0);  // nothing applied for an invalid document
+
+  const std::string good = R"({"cluster_id":"c-1","address":"10.42.0.1/24","peers":[]})";
+  uint64_t g0 = f.core->snapshot()->generation;
+  Response ok = f.respond(put(good));
+  CHECK(ok.result_int() == 200);
+  CHECK(json::parse(ok.body())["cluster_id"] == "c-1");
+  uint64_t g1 = f.core->snapshot()->generation;
+  CHECK(g1 == g0 + 1);
+  CHECK(f.respond(put(good)).result_int() == 200);
+  CHECK(f.core->snapshot()->generation == g1);  // same document: same status
+
+  // Persisted, with the agent's key file filled in.
+  auto st = load_state(f.dir.path);
+  REQUIRE(st.ok());
+  CHECK(st->state.mesh["cluster_id"] == "c-1");
+  CHECK(st->state.mesh["private_key_file"] == f.dir.path + "/wg.key");
+  struct stat sb {};
+  REQUIRE(::stat((f.dir.path + "/state.json").c_str(), &sb) == 0);
+  CHECK((sb.st_mode & 0777) == 0600);
+
+  Response conflict = f.respond(put(R"({"cluster_id":"c-2","peers":[]})"));
+  CHECK(conflict.result_int() == 409);
+  CHECK(error_of(conflict)["field"] == "cluster_id");
+
+  json status = json::parse(f.respond(f.req(http::verb::get, "/v1/status")).body());
+  CHECK(status["mesh"]["state"] == "up");
+  CHECK(status["mesh"]["cluster_id"] == "c-1");
+
+  Response del = f.respond(f.req(http::verb::delete_, "/v1/mesh"));
+  CHECK(del.result_int() == 200);
+  CHECK(json::parse(del.body())["removed"] == true);
+  Response del2 = f.respond(f.req(http::verb::delete_, "/v1/mesh"));
+  CHECK(del2.result_int() == 200);
+  CHECK(json::parse(del2.body())["removed"] == false);
+  CHECK(f.respond(put(R"({"cluster_id":"c-2","peers":[]})")).result_int() == 200);
+}
+
+TEST_CASE("mesh operations never interleave", "[api]") {
+  Fixture f;
+  std::vector<std::thread> ts;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 8; ++i)
+    ts.emplace_back([&, i] {
+      for (int k = 0; k < 5; ++k) {
+        Response r = (i % 2 == 0) ? f.respond(f.req(http::verb::put, "/v1/mesh", R"({"cluster_id":"c-1","peers":[]})"))
+                                  : f.respond(f.req(http::verb::delete_, "/v1/mesh"));
+        if (r.result_int() == 200) ++ok;
+      }
+    });
+  for (auto& t : ts) t.join();
+  CHECK(ok == 40);
+  CHECK(*f.mesh->overlaps == 0);
+}
+
+TEST_CASE("other errors: 404, 405 with Allow, 503 without a module", "[api]") {
+  Fixture f;
+  Response r404 = f.respond(f.req(http::verb::get, "/v2/status"));
+  CHECK(r404.result_int() == 404);
+  CHECK(error_of(r404)["code"] == "not_found");
+  Response r405 = f.respond(f.req(http::verb::post, "/v1/status"));
+  CHECK(r405.result_int() == 405);
+  CHECK(r405[http::field::allow] == "GET");
+  CHECK(f.respond(f.req(http::verb::delete_, "/healthz")).result_int() == 405);
+  CHECK(f.respond(f.req(http::verb::patch, "/v1/mesh")).result_int() == 405);
+  CHECK(f.respond(f.req(http::verb::get, "/v1/probes/rdma/run")).result_int() == 405);
+
+  Fixture bare(false);
+  Response r503 = bare.respond(bare.req(http::verb::get, "/v1/mesh"));
+  CHECK(r503.result_int() == 503);
+  CHECK(error_of(r503)["code"] == "unavailable");
+}
+
+TEST_CASE("pods and metrics answer", "[api]") {
+  Fixture f;
+  Response pods = f.respond(f.req(http::verb::get, "/v1/pods"));
+  CHECK(pods.result_int() == 200);
+  CHECK(json::parse(pods.body())["pods"] == json::array());
+  Response m = f.respond(f.req(http::verb::get, "/metrics"));
+  CHECK(m.result_int() == 200);
+  CHECK(std::string(m[http::field::content_type]).rfind("text/plain; version=0.0.4", 0) == 0);
+  CHECK(m.body().find("fabric_agent_build_info{version=\"" FA_VERSION "\"} 1\n") != std::string::npos);
+}
+
+TEST_CASE("state: round trip, corrupt file moved aside", "[state]") {
+  TempDir d;
+  PersistedState s;
+  s.mesh = {{"cluster_id", "c-9"}};
+  REQUIRE(save_state(d.path, s).ok());
+  auto back = load_state(d.path);
+  REQUIRE(back.ok());
+  CHECK(back->state == s);
+  CHECK(back->moved_aside.empty());
+
+  std::ofstream(d.path + "/state.json") << "{\"version\": 1, \"mesh\": [tru";
+  auto bad = load_state(d.path);
+  REQUIRE(bad.ok());
+  CHECK(bad->state.mesh.is_null());
+  CHECK(bad->problem == "not valid JSON");
+  CHECK(bad->moved_aside.rfind(d.path + "/state.json.corrupt-", 0) == 0);
+  CHECK(fs::exists(bad->moved_aside));
+  CHECK_FALSE(fs::exists(d.path + "/state.json"));
+
+  CHECK(parse_state("{\"version\":2}").error().message == "version is not 1");
+  CHECK(parse_state("{\"version\":1,\"pods\":{}}").error().message == "pods is not a list");
+}
+
+TEST_CASE("token: created 0600, group-readable refused, constant-time compare by value", "[auth]") {
+  TempDir d;
+  const std::string path = d.path + "/token";
+  auto t = load_or_create_token(path, true);
+  REQUIRE(t.ok());
+  CHECK(t->created);
+  struct stat sb {};
+  REQUIRE(::stat(path.c_str(), &sb) == 0);
+  CHECK((sb.st_mode & 0777) == 0600);
+  auto secret = read_token_secret(path);
+  REQUIRE(secret.ok());
+  CHECK(secret->size() == 64);
+  CHECK(t->token.matches(*secret));
+  CHECK_FALSE(t->token.matches(secret->substr(1)));
+  CHECK(check_bearer(t->token, "Bearer " + *secret) == AuthResult::Ok);
+  CHECK(check_bearer(t->token, "Bearer x") == AuthResult::Wrong);
+  CHECK(check_bearer(t->token, "Bearer ") == AuthResult::Missing);
+  CHECK(check_bearer(t->token, "") == AuthResult::Missing);
+
+  auto again = load_or_create_token(path, true);
+  REQUIRE(again.ok());
+  CHECK_FALSE(again->created);
+  CHECK(again->token.matches(*secret));
+
+  ::chmod(path.c_str(), 0640);
+  auto loose = load_or_create_token(path, true);
+  REQUIRE_FALSE(loose.ok());
+  CHECK(loose.error().message == "token file " + path + " has mode 0640; accepted: no access for group and others (chmod 0600)");
+
+  auto missing = load_or_create_token(d.path + "/named-token", false);
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().message == "token file " + d.path + "/named-token: No such file or directory");
+}
+
+TEST_CASE("rdma probe endpoints: validation, serve state, a failed run is an answer", "[api][rdma]") {
+  Fixture f;
+  auto post = [&](const std::string& path, const std::string& body) {
+    return f.respond(f.req(http::verb::post, path, body));
+  };
+  Response no_peer = post("/v1/probes/rdma/run", R"({"hca":"mlx5_0:1","gid_index":3})");
+  CHECK(no_peer.result_int() == 422);
+  CHECK(error_of(no_peer)["field"] == "peer");
+  Response bad_size = post("/v1/probes/rdma/run", R"({"peer":"127.0.0.1","hca":"mlx5_0:1","gid_index":3,"size":"huge"})");
+  CHECK(bad_size.result_int() == 422);
+  CHECK(error_of(bad_size)["field"] == "size");
+  Response typo = post("/v1/probes/rdma/run", R"({"peer":"127.0.0.1","gid_idx":3})");
+  CHECK(typo.result_int() == 422);
+  CHECK(error_of(typo)["field"] == "gid_idx");
+  Response bad_gid = post("/v1/probes/rdma/serve", R"({"hca":"mlx5_0:1","gid_index":999})");
+  CHECK(bad_gid.result_int() == 422);
+  CHECK(error_of(bad_gid)["field"] == "gid_index");
+
+  Response status = f.respond(f.req(http::verb::get, "/v1/probes/rdma/serve"));
+  CHECK(status.result_int() == 200);
+  CHECK(json::parse(status.body())["serving"] == false);
+  // No such device on this machine: the listener cannot start, and says why.
+  Response nodev = post("/v1/probes/rdma/serve", R"({"hca":"nodev_9:1","gid_index":0,"port":0})");
+  CHECK(nodev.result_int() == 422);
+  CHECK(error_of(nodev)["message"].get<std::string>().find("nodev_9") != std::string::npos);
+  Response stop = f.respond(f.req(http::verb::delete_, "/v1/probes/rdma/serve"));
+  CHECK(stop.result_int() == 200);
+  CHECK(json::parse(stop.body())["stopped"] == false);
+
+  Outcome o = f.api->handle(f.req(http::verb::post, "/v1/probes/rdma/run", R"({"peer":"127.0.0.1:1","hca":"nodev_9:1","gid_index":0})"), {});
+  REQUIRE(std::holds_alternative<Deferred>(o));
+  CHECK(std::get<Deferred>(o).long_running);
+  Response failed = std::get<Deferred>(o).work();
+  INFO(failed.body());
+  CHECK(failed.result_int() == 200);
+  CHECK(json::parse(failed.body())["status"] == "failed");
+  CHECK(f.respond(f.req(http::verb::get, "/v1/probes/rdma/run")).result_int() == 405);
+}

@@ -1,0 +1,398 @@
+// SPDX-License-Identifier: Apache-2.0
+// The real daemon on loopback (ephemeral ports), driven by real clients:
+// curl and the Beast client in agent/client.cpp. Covers auth, every error
+// code, the body limit, slow clients, 304 and long-poll, TLS and mutual TLS,
+// signals, state recovery and `promtool check metrics` on live output.
+#include <arpa/inet.h>
+#include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/stat.h>
+
+#include <future>
+#include <nlohmann/json.hpp>
+
+#include "agent/client.hpp"
+#include "agent_process.hpp"
+
+using namespace fa::test;
+using fa::agent::ClientOptions;
+using fa::agent::http_request;
+using fa::agent::parse_url;
+using nlohmann::json;
+
+namespace {
+
+fa::agent::HttpReply call(const AgentProcess& a, const std::string& method, const std::string& target,
+                          const std::string& body = "", std::map<std::string, std::string> headers = {},
+                          bool auth = true) {
+  ClientOptions o;
+  if (auth) o.token = a.token();
+  o.headers = std::move(headers);
+  o.timeout = std::chrono::seconds(30);
+  auto r = http_request(*parse_url(a.url()), method, target, body, o);
+  REQUIRE(r.ok());
+  return *r;
+}
+
+std::string code_of(const fa::agent::HttpReply& r) { return json::parse(r.body)["error"]["code"]; }
+
+int connect_loopback(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
+  return fd;
+}
+
+}  // namespace
+
+TEST_CASE("server: auth with curl: none, wrong, wrong header, right", "[server]") {
+  TempDir d;
+  AgentProcess a(d.path, "");
+  const std::string u = a.url();
+  auto curl = [&](const std::string& args) {
+    return sh("curl -s -o /dev/null -w '%{http_code}' " + args + " " + u + "/v1/status");
+  };
+  CHECK(curl("") == "401");
+  CHECK(curl("-H 'Authorization: Bearer nope'") == "403");
+  CHECK(curl("-H 'X-Auth-Token: " + a.token() + "'") == "401");
+  CHECK(curl("-H 'Authorization: " + a.token() + "'") == "401");
+  CHECK(curl("-H 'Authorization: Bearer " + a.token() + "'") == "200");
+  CHECK(sh("curl -s -o /dev/null -w '%{http_code}' " + u + "/healthz") == "200");
+  // The token never reaches the log.
+  CHECK(a.log().find(a.token()) == std::string::npos);
+  CHECK(a.log().find("created a bearer token in " + d.path + "/state/token (mode 0600)") != std::string::npos);
+}
+
+TEST_CASE("server: each error code over the wire", "[server]") {
+  TempDir d;
+  AgentProcess a(d.path, "");
+  CHECK(call(a, "GET", "/v1/status", "", {}, false).status == 401);
+  CHECK(call(a, "GET", "/nope").status == 404);
+  auto r405 = call(a, "POST", "/v1/status", "{}");
+  CHECK(r405.status == 405);
+  CHECK(r405.headers["allow"] == "GET");
+  CHECK(code_of(r405) == "method_not_allowed");
+  auto r415 = call(a, "PUT", "/v1/mesh", "{}", {{"Content-Type", "text/yaml"}});
+  CHECK(r415.status == 415);
+  auto r400 = call(a, "PUT", "/v1/mesh", "{not json");
+  CHECK(r400.status == 400);
+  CHECK(code_of(r400) == "malformed_json");
+  auto r422 = call(a, "PUT", "/v1/mesh", R"({"cluster_id": 7})");
+  CHECK(r422.status == 422);
+  CHECK(json::parse(r422.body)["error"]["field"] == "cluster_id");
+  auto r400q = call(a, "GET", "/v1/status?wait=abc");
+  CHECK(r400q.status == 400);
+  CHECK(json::parse(r400q.body)["error"]["field"] == "wait");
+}
+
+TEST_CASE("server: body over 1 MiB is 413 and the connection closes", "[server]") {
+  TempDir d;
+  AgentProcess a(d.path, "");
+  std::string big(1024 * 1024 + 1, ' ');
+  big[0] = '{';
+  auto r = call(a, "PUT", "/v1/mesh", big);
+  CHECK(r.status == 413);
+  CHECK(code_of(r) == "payload_too_large");
+  // Exactly 1 MiB is read and judged on its content.
+  std::string edge(1024 * 1024, ' ');
+  edge[0] = '[';
+  edge[edge.size() - 1] = ']';
+  CHECK(call(a, "PUT", "/v1/mesh", edge).status == 422);
+  // curl too.
+  std::string file = d.path + "/big.json";
+  std::ofstream(file) << big;
+  CHECK(sh("curl -s -o /dev/null -w '%{http_code}' -X PUT -H 'Content-Type: application/json' -H 'Authorization: Bearer " +
+           a.token() + "' --data-binary @" + file + " " + a.url() + "/v1/mesh") == "413");
+}
+
+TEST_CASE("server: a client dribbling headers is cut off by the read timeout", "[server]") {
+  TempDir d;
+  AgentProcess a(d.path, "api: {read_timeout: 1s}\n");
+  int fd = connect_loopback(a.port());
+  const std::string head = "GET /v1/status HTTP/1.1\r\nHost: x\r\nX-Slow: " + std::string(200, 'a') + "\r\n\r\n";
+  // One byte every 100 ms would take 24 s; the server must close long before.
+  bool closed = false;
+  size_t sent = 0;
+  for (; sent < head.size(); ++sent) {
+    if (::send(fd, &head[sent], 1, MSG_NOSIGNAL) != 1) {
+      closed = true;
+      break;
+    }
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) > 0) {
+      char c;
+      ssize_t n = ::recv(fd, &c, 1, MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno == ECONNRESET)) {
+        closed = true;
+        break;
+      }
+      FAIL("the server answered a request that never completed");
+    }
+  }
+  ::close(fd);
+  CHECK(closed);
+  CHECK(sent < head.size());
+  // And it still serves others.
+  CHECK(call(a, "GET", "/healthz", "", {}, false).status == 200);
+}
+
+TEST_CASE("server: an idle kept-alive connection is closed", "[server]") {
+  TempDir d;
+  AgentProcess a(d.path, "api: {idle_timeout: 1s, read_timeout: 5s}\n");
+  int fd = connect_loopback(a.port());
+  const std::string req = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  REQUIRE(::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size()));
+  char buf[4096];
+  ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+  REQUIRE(n > 0);
+  CHECK(std::string(buf, static_cast<size_t>(n)).rfind("HTTP/1.1 200", 0) == 0);
+  // Now idle: the server closes the connection (recv returns 0).
+  pollfd p{fd, POLLIN, 0};
+  REQUIRE(::poll(&p, 1, 15000) == 1);
+  CHECK(::recv(fd, buf, sizeof buf, 0) == 0);
+  ::close(fd);
+}
+
+TEST_CASE("server: 304 and long-poll", "[server]") {
+  TempDir d;
+  AgentProcess a(d.path, "");
+  auto first = call(a, "GET", "/v1/status");
+  REQUIRE(first.status == 200);
+  const std::string etag = first.headers["etag"];
+  REQUIRE_FALSE(etag.empty());
+  auto again = call(a, "GET", "/v1/status", "", {{"If-None-Match", etag}});
+  CHECK(again.status == 304);
+  CHECK(again.body.empty());
+
+  // Unchanged: the long-poll runs out and answers 304.
+  auto waited = call(a, "GET", "/v1/status?wait=1", "", {{"If-None-Match", etag}});
+  CHECK(waited.status == 304);
+
+  // A change during the wait (SIGHUP with a new public address moves the
+  // advertised endpoint) ends it early with 200 and a new ETag.
+  auto poll = std::async(std::launch::async, [&] { return call(a, "GET", "/v1/status?wait=120", "", {{"If-None-Match", etag}}); });
+  REQUIRE(poll.wait_for(std::chrono::milliseconds(500)) == std::future_status::timeout);  // it is waiting
+  std::ofstream(a.config_path(), std::ios::app) << "overlay: {public_address: 192.0.2.7}\n";
+  a.signal(SIGHUP);
+  REQUIRE(poll.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+  auto changed = poll.get();
+  CHECK(changed.status == 200);
+  CHECK(changed.headers["etag"] != etag);
+  CHECK(json::parse(changed.body)["mesh"]["endpoint"] == "192.0.2.7:51820");
+  CHECK(json::parse(changed.body)["agent"]["generation"].get<int>() > 1);
+}
+
+TEST_CASE("server: SIGHUP with a bad config keeps the running one", "[server]") {
+  TempDir d;
+  AgentProcess a(d.path, "");
+  std::ofstream(a.config_path(), std::ios::app) << "overlay: {mtu: 99999}\n";
+  a.signal(SIGHUP);
+  REQUIRE(a.log_has("reload failed, keeping the running config: " + a.config_path() + ":4:16: overlay.mtu: '99999' is out of range"));
+  CHECK(call(a, "GET", "/v1/status").status == 200);
+  CHECK(a.stop(SIGTERM) == 0);
+  CHECK(a.log().find("SIGTERM: stopping; the mesh stays up") != std::string::npos);
+}
+
+TEST_CASE("server: refuses plain HTTP on a non-loopback address, bad config exits 2", "[server]") {
+  TempDir d;
+  AgentProcess a(d.path, "", false, "0.0.0.0:0");
+  CHECK(a.wait_exit() == 2);
+  CHECK(a.log().find("is not loopback and tls is not set") != std::string::npos);
+
+  TempDir d2;
+  AgentProcess b(d2.path, "colour: blue\n", false);
+  CHECK(b.wait_exit() == 2);
+  CHECK(b.log().find("colour: unknown key") != std::string::npos);
+}
+
+TEST_CASE("server: token file readable by others is refused", "[server]") {
+  TempDir d;
+  std::string tok = d.path + "/tok";
+  std::ofstream(tok) << "abc\n";
+  ::chmod(tok.c_str(), 0644);
+  AgentProcess a(d.path, "token_file: " + tok + "\n", false);
+  CHECK(a.wait_exit() == 1);
+  CHECK(a.log().find("has mode 0644") != std::string::npos);
+}
+
+TEST_CASE("server: corrupt state file is moved aside with a clear log line", "[server]") {
+  TempDir d;
+  ::mkdir((d.path + "/state").c_str(), 0700);
+  std::ofstream(d.path + "/state/state.json") << "\x01garbage{";
+  AgentProcess a(d.path, "");
+  CHECK(a.log().find("state file " + d.path + "/state/state.json is corrupt (not valid JSON); moved it to " + d.path +
+                     "/state/state.json.corrupt-") != std::string::npos);
+  CHECK(call(a, "GET", "/v1/status").status == 200);
+}
+
+TEST_CASE("server: /metrics passes promtool check metrics", "[server]") {
+  TempDir d;
+  AgentProcess a(d.path, "");
+  call(a, "GET", "/v1/status");
+  call(a, "GET", "/nope");
+  auto m = call(a, "GET", "/metrics");
+  REQUIRE(m.status == 200);
+  std::string file = d.path + "/metrics.txt";
+  std::ofstream(file) << m.body;
+  int rc = -1;
+  std::string out = sh("promtool check metrics < " + file + " 2>&1", &rc);
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(out.empty());
+  CHECK(m.body.find("fabric_agent_http_requests_total{route=\"other\",code=\"404\"} 1") != std::string::npos);
+  CHECK(m.body.find("fabric_agent_http_request_duration_seconds_count{route=\"/v1/status\"} 1") != std::string::npos);
+}
+
+TEST_CASE("server: fabric-agent status reads the token itself", "[server]") {
+  TempDir d;
+  AgentProcess a(d.path, "");
+  int rc = -1;
+  std::string out = sh(agent_binary() + " status --config " + a.config_path() + " --url " + a.url() + " 2>&1", &rc);
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(out.find("agent     fabric-agent " FA_VERSION " at " + a.url()) != std::string::npos);
+  std::string js = sh(agent_binary() + " status --json --config " + a.config_path() + " --url " + a.url(), &rc);
+  CHECK(rc == 0);
+  CHECK(json::parse(js)["agent"]["generation"] == 1);
+}
+
+namespace {
+// A throwaway PKI made with the openssl CLI: CA A signs the server and a
+// good client; CA B signs an intruder.
+void make_pki(const std::string& dir) {
+  const std::string s =
+      "set -e; cd " + dir +
+      "; for ca in caA caB; do openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 "
+      "-subj /CN=$ca -keyout $ca.key -out $ca.pem 2>/dev/null; done; "
+      "mk() { openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=$1 -keyout $1.key -out $1.csr "
+      "2>/dev/null; printf 'subjectAltName=IP:127.0.0.1\\n' > $1.ext; openssl x509 -req -in $1.csr -CA $2.pem -CAkey "
+      "$2.key -CAcreateserial -days 1 -extfile $1.ext -out $1.pem 2>/dev/null; }; "
+      "mk server caA; mk client caA; mk intruder caB";
+  int rc = -1;
+  sh(s, &rc);
+  REQUIRE(rc == 0);
+}
+}  // namespace
+
+TEST_CASE("server: TLS and mutual TLS", "[server][tls]") {
+  TempDir d;
+  make_pki(d.path);
+  const std::string p = d.path + "/";
+  AgentProcess a(d.path, "tls: {cert: " + p + "server.pem, key: " + p + "server.key, client_ca: " + p + "caA.pem}\n");
+  REQUIRE(a.log().find("listening on https://127.0.0.1:") != std::string::npos);
+  auto url = *parse_url("https://127.0.0.1:" + std::to_string(a.port()));
+  auto get = [&](ClientOptions o) { return http_request(url, "GET", "/v1/status", "", o); };
+
+  ClientOptions cert;  // client cert from the trusted CA, no token
+  cert.ca_file = p + "caA.pem";
+  cert.cert_file = p + "client.pem";
+  cert.key_file = p + "client.key";
+  auto r = get(cert);
+  REQUIRE(r.ok());
+  CHECK(r->status == 200);
+
+  ClientOptions intruder = cert;  // another CA's cert: refused in the handshake
+  intruder.cert_file = p + "intruder.pem";
+  intruder.key_file = p + "intruder.key";
+  auto ri = get(intruder);
+  if (ri.ok()) CHECK(ri->status != 200);  // TLS 1.3 may report the alert on the first read instead
+  else CHECK(ri.error().message.find("127.0.0.1") != std::string::npos);
+
+  ClientOptions token;  // no cert, token: accepted
+  token.ca_file = p + "caA.pem";
+  token.token = a.token();
+  auto rt = get(token);
+  REQUIRE(rt.ok());
+  CHECK(rt->status == 200);
+
+  ClientOptions none;  // neither: 401
+  none.ca_file = p + "caA.pem";
+  auto rn = get(none);
+  REQUIRE(rn.ok());
+  CHECK(rn->status == 401);
+
+  // curl as the second real client: the intruder's cert fails, the good one passes.
+  CHECK(sh("curl -s -o /dev/null -w '%{http_code}' --cacert " + p + "caA.pem --cert " + p + "client.pem --key " + p +
+           "client.key " + url.base + "/v1/status") == "200");
+  int rc = 0;
+  sh("curl -s -o /dev/null --cacert " + p + "caA.pem --cert " + p + "intruder.pem --key " + p + "intruder.key " + url.base +
+         "/v1/status",
+     &rc);
+  CHECK(rc != 0);
+}
+
+TEST_CASE("server: connections over the cap are closed at once", "[server]") {
+  TempDir d;
+  AgentProcess a(d.path, "api: {max_connections: 2, idle_timeout: 60s}\n");
+  // Two kept-alive connections, each proven accepted by a full exchange.
+  auto open_one = [&] {
+    int fd = connect_loopback(a.port());
+    const std::string req = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    REQUIRE(::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size()));
+    char buf[1024];
+    REQUIRE(::recv(fd, buf, sizeof buf, 0) > 0);
+    return fd;
+  };
+  int c1 = open_one(), c2 = open_one();
+  int c3 = connect_loopback(a.port());
+  char buf[64];
+  pollfd p{c3, POLLIN, 0};
+  REQUIRE(::poll(&p, 1, 10000) == 1);
+  CHECK(::recv(c3, buf, sizeof buf, 0) <= 0);  // closed without an answer
+  ::close(c3);
+  ::close(c1);
+  // A slot frees up once the server sees the close.
+  bool served = false;
+  for (int i = 0; i < 100 && !served; ++i) {
+    int fd = connect_loopback(a.port());
+    const std::string req = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+    pollfd q{fd, POLLIN, 0};
+    if (::poll(&q, 1, 2000) == 1 && ::recv(fd, buf, sizeof buf, 0) > 0) served = true;
+    ::close(fd);
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CHECK(served);
+  ::close(c2);
+  CHECK(a.log().find("connection cap (2) reached") != std::string::npos);
+}
+
+TEST_CASE("server: sd_notify READY after startup, watchdog pings", "[server]") {
+  TempDir d;
+  const std::string sock_path = d.path + "/notify.sock";
+  int s = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  REQUIRE(s >= 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sock_path.c_str());
+  REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
+  AgentProcess a(d.path, "", true, "127.0.0.1:0", {"NOTIFY_SOCKET=" + sock_path, "WATCHDOG_USEC=400000"});
+  std::string all;
+  bool ready = false;
+  int watchdogs = 0;
+  for (int i = 0; i < 100 && (!ready || watchdogs < 2); ++i) {
+    pollfd p{s, POLLIN, 0};
+    if (::poll(&p, 1, 100) != 1) continue;
+    char buf[512];
+    ssize_t n = ::recv(s, buf, sizeof buf, 0);
+    if (n <= 0) continue;
+    std::string msg(buf, static_cast<size_t>(n));
+    all += msg + "|";
+    if (msg.find("READY=1") != std::string::npos) ready = true;
+    if (msg.find("WATCHDOG=1") != std::string::npos && ready) ++watchdogs;
+  }
+  ::close(s);
+  INFO(all);
+  CHECK(ready);
+  CHECK(watchdogs >= 2);
+  CHECK(a.log().find("systemd watchdog every 400 ms (pinging at half)") != std::string::npos);
+  // READY comes after the first discovery and after listening.
+  CHECK(a.log().find("listening on") < a.log().find("ready (generation 1)"));
+}
