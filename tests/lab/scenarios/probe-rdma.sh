@@ -2,7 +2,8 @@
 # probe-rdma: `fabric-agent probe rdma serve` + `run` between two soft-RoCE
 # devices over their RoCE v2 GIDs: the run succeeds with bandwidth > 0 and
 # ordered latency percentiles, the result names the devices and GIDs used,
-# and the bytes crossed the veth. Then ib_write_bw on the same devices, GID
+# and the bytes crossed the veth. Without --hca/--gid-index the probe takes
+# discovery's fabric port and NCCL_IB_GID_INDEX. Then ib_write_bw on the same devices, GID
 # and message size: both figures and their ratio are printed (the ratio is
 # only sanity-checked here; the speed comparison proper is bench/rdma).
 . "$LAB/lib.sh"
@@ -34,6 +35,20 @@ assert_eq "$(j .gid)" "::ffff:$IP_A" "gid (the IPv4-mapped RoCE v2 GID)"
 assert_eq "$(j .peer)" "$IP_B:18520" "peer"
 read -r tx1 < "/sys/class/net/$IF_A/statistics/tx_bytes"
 assert_gt "$((tx1 - tx0))" "$(j .bytes)" "$IF_A tx_bytes grew by at least the bytes written"
+
+step "defaults from discovery: no --hca, no --gid-index"
+# The probe must pick what NCCL will use: inspect's first fabric port and
+# its NCCL_IB_GID_INDEX.
+fabric-agent inspect --json > "$LAB_OUT/inspect.json" 2>/dev/null
+want_hca=$(jq -r '.fabric.ports[0]' "$LAB_OUT/inspect.json")
+want_gid=$(jq -r '.nccl_env.NCCL_IB_GID_INDEX' "$LAB_OUT/inspect.json")
+note "inspect: first fabric port $want_hca, NCCL_IB_GID_INDEX $want_gid"
+rc=0
+fabric-agent probe rdma run --peer "$IP_B" --duration 1 --latency-iters 50 --json > "$LAB_OUT/defaults.json" || rc=$?
+assert_eq "$rc" 0 "probe run without --hca/--gid-index: exit status"
+assert_eq "$(jq -r '.hca + ":" + (.port | tostring)' "$LAB_OUT/defaults.json")" "$want_hca" "hca:port = inspect's first fabric port"
+assert_eq "$(jq -r .gid_index "$LAB_OUT/defaults.json")" "$want_gid" "gid_index = NCCL_IB_GID_INDEX"
+assert_gt "$(jq -r .gbps "$LAB_OUT/defaults.json")" 0 "gbps"
 
 step "ib_write_bw on the same devices, GIDs and size"
 opts=(-F -s 65536 -D 3 --report_gbits)
