@@ -62,6 +62,11 @@ std::string ifname_of(const json& desired, const Config& cfg) {
   return cfg.overlay.interface;
 }
 
+json with_netns(json desired, const std::optional<std::string>& netns) {
+  if (netns && desired.is_object()) desired["netns"] = *netns;
+  return desired;
+}
+
 ApiFailure unavailable(const char* what) {
   return ApiFailure{503, "unavailable", std::string(what) + " is not part of this build", "", nullptr};
 }
@@ -97,6 +102,30 @@ void Core::reconfigure(Config c, std::unique_ptr<Discovery> discovery) {
   std::lock_guard lk(op_mu_);
   set_config(std::move(c));
   if (discovery) discovery_ = std::move(discovery);
+}
+
+void Core::set_pods(PodsHooks h) {
+  std::lock_guard lk(op_mu_);
+  pods_ = std::move(h);
+}
+
+json Core::run_serialized(const std::function<json()>& fn) {
+  std::lock_guard lk(op_mu_);
+  return fn();
+}
+
+// While a pod holds the mesh interface it lives in the pod's namespace: every
+// apply/show/down goes there, or a PUT would create a second one on the host.
+std::optional<std::string> Core::mesh_netns_locked(const json& desired) {
+  if (pods_.interface_netns)
+    if (auto ns = pods_.interface_netns()) return ns;
+  return opt_netns(desired);
+}
+
+json Core::pods_array_locked() {
+  if (!pods_.list) return persisted_.pods;
+  json l = pods_.list();
+  return l.is_object() && l.contains("pods") ? l["pods"] : json::array();
 }
 
 std::string Core::key_path() const { return config().state_dir + "/wg.key"; }
@@ -257,19 +286,21 @@ void Core::refresh() {
     warnings_.push_back("discovery (probes/) is not part of this build");
   }
   last_inspect_ = inspect;
+  if (pods_.on_discovery)
+    for (auto& w : pods_.on_discovery(inspect)) warnings_.push_back(std::move(w));
 
   std::optional<json> live;
   std::string live_error;
   if (mesh_ && !persisted_.mesh.is_null()) {
     const std::string ifname = ifname_of(persisted_.mesh, cfg);
-    auto netns = opt_netns(persisted_.mesh);
+    auto netns = mesh_netns_locked(persisted_.mesh);
     auto s = mesh_->show(ifname, netns);
     if (!s) {
       // Reconcile: the desired mesh is gone from the kernel (reboot, someone
       // ran `ip link del`); bring it back.
       auto mlog = fa::logger("mesh");
       mlog->warn("{}: not live ({}); re-applying the persisted mesh", ifname, s.error().message);
-      auto a = mesh_->apply(persisted_.mesh);
+      auto a = mesh_->apply(with_netns(persisted_.mesh, netns));
       if (!a) mlog->error("{}: re-apply failed: {}", ifname, a.error().message);
       s = mesh_->show(ifname, netns);
     }
@@ -279,7 +310,7 @@ void Core::refresh() {
 
   json stable = {{"inspect", without_counters(inspect)},
                  {"mesh", mesh_summary_locked(live, live_error)},
-                 {"pods", persisted_.pods},
+                 {"pods", pods_array_locked()},
                  {"warnings", warnings_}};
   publish_locked(std::move(stable), std::move(inspect));
   ++refreshes_;
@@ -328,7 +359,7 @@ ApiResult Core::get_mesh() {
     out["live"] = nullptr;
     return out;
   }
-  auto s = mesh_->show(ifname_of(persisted_.mesh, cfg), opt_netns(persisted_.mesh));
+  auto s = mesh_->show(ifname_of(persisted_.mesh, cfg), mesh_netns_locked(persisted_.mesh));
   out["live"] = s ? *s : json(nullptr);
   if (!s) out["live_error"] = s.error().message;
   return out;
@@ -372,7 +403,7 @@ ApiResult Core::put_mesh(const json& doc_in) {
                             "'; DELETE /v1/mesh before moving it to another interface or namespace",
                         "interface", nullptr};
   }
-  auto r = mesh_->apply(want);
+  auto r = mesh_->apply(with_netns(want, mesh_netns_locked(want)));
   if (!r) {
     log->error("{}: apply failed: {}", ifname_of(want, cfg), r.error().message);
     return ApiFailure{500, "apply_failed", r.error().message, "", nullptr};
@@ -390,7 +421,7 @@ ApiResult Core::put_mesh(const json& doc_in) {
             want.value("peers", json::array()).size(), r->contains("changes") ? (*r)["changes"].dump() : "{}");
   json stable = {{"inspect", without_counters(last_inspect_)},
                  {"mesh", mesh_summary_locked(*r, "")},
-                 {"pods", persisted_.pods},
+                 {"pods", pods_array_locked()},
                  {"warnings", warnings_}};
   publish_locked(std::move(stable), last_inspect_);
   json out = *r;
@@ -405,7 +436,7 @@ ApiResult Core::delete_mesh() {
   std::lock_guard lk(op_mu_);
   const json have = persisted_.mesh;
   const std::string ifname = ifname_of(have, cfg);
-  if (Status s = mesh_->down(ifname, opt_netns(have)); !s) {
+  if (Status s = mesh_->down(ifname, mesh_netns_locked(have)); !s) {
     log->error("{}: down failed: {}", ifname, s.error().message);
     return ApiFailure{500, "down_failed", s.error().message, "", nullptr};
   }
@@ -419,13 +450,16 @@ ApiResult Core::delete_mesh() {
   }
   json stable = {{"inspect", without_counters(last_inspect_)},
                  {"mesh", mesh_summary_locked(std::nullopt, "")},
-                 {"pods", persisted_.pods},
+                 {"pods", pods_array_locked()},
                  {"warnings", warnings_}};
   publish_locked(std::move(stable), last_inspect_);
   return json{{"interface", ifname}, {"removed", !have.is_null()}};
 }
 
 json Core::pods() const {
+  // Live from the registry (the hooks' own lock, not the operation lock: a
+  // GET never queues behind a mesh apply); the snapshot's copy otherwise.
+  if (pods_.list) return pods_.list();
   auto s = snapshot();
   json doc = json::parse(s->stable_body, nullptr, false);
   return json{{"pods", doc.is_object() && doc.contains("pods") ? doc["pods"] : json::array()}};
@@ -437,7 +471,7 @@ std::string Core::metrics_text() {
   {
     std::lock_guard lk(op_mu_);
     if (mesh_ && !persisted_.mesh.is_null()) {
-      auto s = mesh_->show(ifname_of(persisted_.mesh, cfg), opt_netns(persisted_.mesh));
+      auto s = mesh_->show(ifname_of(persisted_.mesh, cfg), mesh_netns_locked(persisted_.mesh));
       if (s) live = std::move(*s);
     }
   }

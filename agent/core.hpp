@@ -54,6 +54,15 @@ struct ApiFailure {
 
 using ApiResult = std::variant<nlohmann::json, ApiFailure>;
 
+// What Core uses of pods/ (pods::PodsRuntime, wired by run.cpp). Callbacks,
+// so that Core and its unit tests do not depend on pods/. All empty: no pods.
+struct PodsHooks {
+  std::function<nlohmann::json()> list;                         // {"pods": [...]}
+  std::function<std::optional<std::string>()> interface_netns;  // set while a pod holds the mesh interface
+  // After each discovery pass (CDI spec, reaping); returns warnings for /v1/status.
+  std::function<std::vector<std::string>(const nlohmann::json& inspect)> on_discovery;
+};
+
 class Core {
  public:
   Core(Config cfg, std::unique_ptr<Discovery> discovery, std::unique_ptr<MeshOps> mesh);
@@ -81,6 +90,15 @@ class Core {
   ApiResult put_mesh(const nlohmann::json& doc);
   ApiResult delete_mesh();
   nlohmann::json pods() const;
+
+  // Pods: hooks are set once, after start(); the next refresh() uses them.
+  void set_pods(PodsHooks h);
+  // Runs fn under the lock every mesh operation takes (a pod registration
+  // moves wg0: it must never interleave with PUT/DELETE /v1/mesh).
+  nlohmann::json run_serialized(const std::function<nlohmann::json()>& fn);
+  // The persisted canonical mesh (or null). Only from inside run_serialized or
+  // a PodsHooks callback: the caller already holds the operation lock.
+  nlohmann::json persisted_mesh_held() const { return persisted_.mesh; }
   std::string metrics_text();
 
   // Token: replaced on SIGHUP.
@@ -103,6 +121,8 @@ class Core {
   void publish_locked(nlohmann::json stable, nlohmann::json inspect);
   std::optional<std::string> own_endpoint_locked(const nlohmann::json& inspect) const;
   std::string key_path() const;
+  std::optional<std::string> mesh_netns_locked(const nlohmann::json& desired);
+  nlohmann::json pods_array_locked();
 
   mutable std::mutex cfg_mu_;
   Config cfg_;
@@ -115,6 +135,7 @@ class Core {
   nlohmann::json last_inspect_;
   std::vector<std::string> warnings_;
   std::string public_key_;
+  PodsHooks pods_;
 
   mutable std::mutex snap_mu_;
   std::shared_ptr<const Snapshot> snap_;

@@ -22,6 +22,7 @@
 #include "common/cli.hpp"
 #include "common/config.hpp"
 #include "common/log.hpp"
+#include "pods/runtime.hpp"
 
 namespace fa::agent {
 
@@ -103,6 +104,39 @@ int cmd_run(const std::vector<std::string>& argv) {
   // Refresh: on a timer and on rtnetlink events; both run on the worker so
   // they queue behind (never interleave with) mesh operations.
   auto refresh = [&core, &worker] { asio::post(worker, [&core] { core.refresh(); }); };
+
+  // Pods (OCI hooks register containers on a unix socket), after the mesh is
+  // adopted. Registrations run under Core's operation lock; `changed` only
+  // queues a refresh, because it is called with that lock (and the
+  // registry's) held. Declared after core and worker: destroyed first.
+  pods::PodsRuntimeOptions po;
+  po.state_dir = cfg->state_dir;
+  po.socket = cfg->pods.socket;
+  po.cdi_dir = cfg->pods.cdi_dir;
+  po.dev_root = cfg->pods.dev_root;
+  po.sysfs_root = cfg->sysfs_root;
+  po.overlay_cidr = cfg->overlay.cidr;
+  po.inspect = [&core] { return core.snapshot()->inspect; };
+  po.desired_mesh = [&core] { return core.persisted_mesh_held(); };
+  po.changed = refresh;
+  po.serialize = [&core](const std::function<nlohmann::json()>& fn) { return core.run_serialized(fn); };
+  // Without its socket the host still serves the mesh and status: containers
+  // just cannot register (their hook fails with "daemon unreachable").
+  auto pods_rt = pods::PodsRuntime::start(std::move(po));
+  if (!pods_rt) log->error("pods: containers cannot register: {}", pods_rt.error().message);
+  pods::PodsRuntime* pr = pods_rt ? pods_rt->get() : nullptr;
+  if (pr) core.set_pods(PodsHooks{
+      .list = [pr] { return pr->list(); },
+      .interface_netns = [pr] { return pr->interface_netns(); },
+      .on_discovery =
+          [pr](const nlohmann::json& inspect) {
+            auto w = pr->on_discovery(inspect);
+            if (w) return *w;
+            fa::logger("pods")->warn("CDI spec not written: {}", w.error().message);
+            return std::vector<std::string>{"CDI spec not written: " + w.error().message};
+          },
+  });
+  if (pr) core.refresh();  // first pass with pods: the CDI spec exists before READY=1
   asio::steady_timer refresh_timer(ioc);
   std::function<void()> arm_refresh = [&] {
     refresh_timer.expires_after(core.config().refresh_interval);

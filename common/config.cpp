@@ -43,6 +43,10 @@ api:
   read_timeout: 10s
   idle_timeout: 60s
   max_wait: 300s    # cap on GET /v1/status?wait=N
+pods:
+  socket: /run/fabric-agent/pods.sock  # where the OCI hooks register containers
+  cdi_dir: /var/run/cdi                # CDI spec directory; "" = no spec written
+  dev_root: /dev
 state_dir: /var/lib/fabric-agent
 sysfs_root: /sys
 log_level: info     # trace | debug | info | warn | error | critical | off
@@ -317,6 +321,26 @@ Config walk(const YAML::Node& root, const Walker& w) {
                            {"read_timeout", [&](const YAML::Node& x, const std::string& q) { c.api.read_timeout = w.duration(x, q, 1, 600); }},
                            {"idle_timeout", [&](const YAML::Node& x, const std::string& q) { c.api.idle_timeout = w.duration(x, q, 1, 3600); }},
                            {"max_wait", [&](const YAML::Node& x, const std::string& q) { c.api.max_wait = w.duration(x, q, 1, 300); }},
+                       });
+           }},
+          {"pods",
+           [&](const YAML::Node& v, const std::string& p) {
+             w.mapping(v, p,
+                       {
+                           {"socket",
+                            [&](const YAML::Node& x, const std::string& q) {
+                              std::string s = w.str(x, q);
+                              if (s.empty() || s[0] != '/' || s.size() >= 108)
+                                w.fail(x, q, "'" + s + "' is not accepted; accepted: an absolute path shorter than 108 characters");
+                              c.pods.socket = s;
+                            }},
+                           {"cdi_dir", path_value(c.pods.cdi_dir)},
+                           {"dev_root",
+                            [&](const YAML::Node& x, const std::string& q) {
+                              std::string s = w.str(x, q);
+                              if (s.empty()) w.fail(x, q, "empty; accepted: a directory path such as /dev");
+                              c.pods.dev_root = s;
+                            }},
                        });
            }},
           {"state_dir",

@@ -49,6 +49,15 @@ struct FabricConfig {
   bool operator==(const FabricConfig&) const = default;
 };
 
+// Where the daemon meets container runtimes (pods/): the hooks' unix socket
+// and the CDI spec directory. Tests point them into a temp dir.
+struct PodsConfig {
+  std::string socket = "/run/fabric-agent/pods.sock";
+  std::string cdi_dir = "/var/run/cdi";  // empty: no CDI spec is written
+  std::string dev_root = "/dev";         // device nodes the CDI spec names
+  bool operator==(const PodsConfig&) const = default;
+};
+
 // Bounds on the HTTP API, against slow or greedy clients.
 struct ApiConfig {
   int max_connections = 512;
@@ -69,6 +78,7 @@ struct Config {
   OverlayConfig overlay;
   FabricConfig fabric;
   ApiConfig api;
+  PodsConfig pods;
   std::string state_dir = "/var/lib/fabric-agent";
   std::string sysfs_root = "/sys";
   std::string log_level = "info";

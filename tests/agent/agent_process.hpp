@@ -53,7 +53,9 @@ class AgentProcess {
       : dir_(dir), env_(std::move(env)) {
     config_ = dir + "/agent.yaml";
     log_ = dir + "/agent.log";
+    // The pods socket and CDI dir in the test's dir too: never the host's.
     std::ofstream(config_) << "listen: \"" << listen << "\"\nstate_dir: " << dir << "/state\nlog_level: debug\n"
+                           << "pods:\n  socket: " << dir << "/pods.sock\n  cdi_dir: " << dir << "/cdi\n"
                            << extra_yaml;
     start(wait_ready);
   }

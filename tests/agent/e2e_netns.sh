@@ -68,6 +68,9 @@ listen: ${IP[$n]}:7471
 allow_plain_http_on_non_loopback: true
 state_dir: $WORK/$n/state
 token_file: $WORK/token
+pods:   # each agent its own hook socket and CDI dir (not the host's)
+  socket: $WORK/$n/pods.sock
+  cdi_dir: $WORK/$n/cdi
 overlay:
   interface: ${IFN[$n]}
   backend: userspace

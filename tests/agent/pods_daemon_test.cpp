@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: Apache-2.0
+// The pods library as wired into the real daemon (`fabric-agent run`): the
+// CDI spec is written at start into the configured dir; `fabric-agent
+// oci-hook create-runtime` registers a pod over the daemon's unix socket;
+// GET /v1/pods and /v1/status list it; while the pod holds the mesh interface
+// GET /v1/mesh reads it inside the pod's namespace (no second one on the
+// host); poststop gives it back.
+//
+// Isolation: this process enters a network namespace of its own before the
+// daemon is forked, so the daemon's loopback listener, wireguard-go and its
+// interface live there. The "pod" is `unshare -n sleep`: a process in a
+// network namespace of its own, which is all the hook and the mover need
+// (the crun path is covered by tests/pods/hook_crun_test.cpp).
+#include <sched.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "../overlay/netns_helpers.hpp"
+#include "agent_process.hpp"
+#include "common/fs.hpp"
+#include "pods/pods.hpp"
+
+using fa::test::AgentProcess;
+using fa::test::TempDir;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string abs_binary() { return fs::absolute(fa::test::agent_binary()).string(); }
+
+void mknod_c(const std::string& p, unsigned ma, unsigned mi) {
+  REQUIRE(::mknod(p.c_str(), S_IFCHR | 0666, makedev(ma, mi)) == 0);
+}
+
+// A process in a network namespace of its own, killed at the end.
+struct Pod {
+  pid_t pid = -1;
+  Pod() {
+    pid = ::fork();
+    if (pid == 0) {
+      ::execlp("unshare", "unshare", "-n", "sleep", "600", nullptr);
+      ::_exit(127);
+    }
+    // unshare execs sleep in the same pid once the namespace is made.
+    std::string ours = fa::read_link("/proc/self/ns/net").value_or("");
+    for (int i = 0; i < 200; ++i) {
+      std::string theirs = fa::read_link("/proc/" + std::to_string(pid) + "/ns/net").value_or("");
+      if (!theirs.empty() && theirs != ours && fa_test::read_file("/proc/" + std::to_string(pid) + "/comm") == "sleep\n")
+        return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    FAIL("the pod process did not get a network namespace of its own");
+  }
+  ~Pod() {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("daemon: CDI spec at start, oci-hook registers a pod, /v1/pods and /v1/status list it", "[netns]") {
+  REQUIRE(::unshare(CLONE_NEWNET) == 0);
+  REQUIRE(fa_test::run("ip link set lo up").rc == 0);
+  TempDir dir;
+  const std::string tag = fa_test::tag();
+  const std::string ifn = "fwd" + tag;
+  const std::string dev = dir.path + "/dev";
+  fs::create_directories(dev + "/infiniband");
+  // Two "GPUs" (NVIDIA's major 195): the pod below holds both, so it is whole-machine.
+  mknod_c(dev + "/nvidia0", 195, 0);
+  mknod_c(dev + "/nvidia1", 195, 1);
+  mknod_c(dev + "/infiniband/rdma_cm", 10, 58);
+
+  AgentProcess agent(dir.path, "sysfs_root: " + std::string(FA_FIXTURES_DIR) + "/a-ib-8gpu\n" +
+                                   "overlay:\n  backend: userspace\n  interface: " + ifn + "\n" +
+                                   "pods:\n  socket: " + dir.path + "/pods.sock\n  cdi_dir: " + dir.path +
+                                   "/cdi\n  dev_root: " + dev + "\nrefresh_interval: 1h\n");
+  const std::string auth = "-H 'Authorization: Bearer " + agent.token() + "'";
+  auto get = [&](const std::string& path) {
+    auto r = fa_test::run("curl -sS -f " + auth + " " + agent.url() + path);
+    INFO(path << ": " << r.out << "\nlog:\n" << agent.log());
+    REQUIRE(r.rc == 0);
+    return json::parse(r.out);
+  };
+  // The mesh runs in this namespace; taken down at the end, pass or fail
+  // (wireguard-go would outlive the namespace otherwise).
+  struct MeshDown {
+    std::function<void()> fn;
+    ~MeshDown() { fn(); }
+  } mesh_down{[&] { fa_test::run("curl -s -X DELETE " + auth + " " + agent.url() + "/v1/mesh >/dev/null"); }};
+
+  // 1. The CDI spec exists once the daemon is ready, in the configured dir.
+  const std::string spec_path = dir.path + "/cdi/" + fa::pods::cdi_spec_filename();
+  REQUIRE(fs::exists(spec_path));
+  json spec = json::parse(fa_test::read_file(spec_path));
+  CHECK(spec["kind"] == "fabric-agent.io/rdma");
+  bool hook_is_us = false;
+  for (const auto& h : spec["containerEdits"]["hooks"])
+    if (h["path"] == abs_binary() && h["args"].dump().find(dir.path + "/pods.sock") != std::string::npos) hook_is_us = true;
+  CHECK(hook_is_us);
+  CHECK(get("/v1/pods")["pods"].empty());
+
+  // 2. A mesh, so the pod has a wg interface to take.
+  json mesh = {{"cluster_id", "c-" + tag},
+               {"interface", ifn},
+               {"address", "10.42.0.1/24"},
+               {"listen_port", 20000 + ::getpid() % 20000},
+               {"peers", json::array()}};
+  fa_test::write_file(dir.path + "/mesh.json", mesh.dump());
+  auto put = fa_test::run("curl -sS -f -X PUT " + auth + " -H 'Content-Type: application/json' --data-binary @" +
+                          dir.path + "/mesh.json " + agent.url() + "/v1/mesh");
+  INFO(put.out << "\nlog:\n" << agent.log());
+  REQUIRE(put.rc == 0);
+
+  // 3. The hook, as a runtime runs it: OCI state on stdin.
+  Pod pod;
+  fs::create_directories(dir.path + "/bundle");
+  json cfg = {{"ociVersion", "1.0.2"},
+              {"process", {{"env", {"PATH=/bin"}}}},
+              {"linux", {{"devices", {{{"path", "/dev/nvidia0"}, {"type", "c"}, {"major", 195}, {"minor", 0}},
+                                      {{"path", "/dev/nvidia1"}, {"type", "c"}, {"major", 195}, {"minor", 1}}}}}}};
+  fa_test::write_file(dir.path + "/bundle/config.json", cfg.dump());
+  json state = {{"ociVersion", "1.0.2"}, {"id", "pod-" + tag}, {"status", "created"}, {"pid", pod.pid},
+                {"bundle", dir.path + "/bundle"}};
+  fa_test::write_file(dir.path + "/state.json", state.dump());
+  auto hook = [&](const std::string& stage) {
+    return fa_test::run(abs_binary() + " oci-hook " + stage + " --socket " + dir.path + "/pods.sock --dev-root " + dev +
+                        " <" + dir.path + "/state.json 2>&1");
+  };
+  auto reg = hook("create-runtime");
+  INFO("hook: " << reg.out << "\nlog:\n" << agent.log());
+  REQUIRE(reg.rc == 0);
+
+  // GET /v1/pods reads the registry: the pod is there as soon as the hook returns.
+  json pods = get("/v1/pods")["pods"];
+  REQUIRE(pods.size() == 1);
+  CHECK(pods[0]["id"] == "pod-" + tag);
+  CHECK(pods[0]["pid"] == pod.pid);
+
+  // /v1/status follows on the refresh the registration queued (a new generation).
+  bool in_status = false;
+  for (int i = 0; i < 100 && !in_status; ++i) {
+    json st = get("/v1/status");
+    for (const auto& p : st["pods"])
+      if (p["id"] == "pod-" + tag) in_status = true;
+    if (!in_status) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(in_status);
+
+  // The interface went into the pod; the daemon reads it there and did not
+  // make a second one on the host.
+  const std::string in_pod = "nsenter -t " + std::to_string(pod.pid) + " -n ip -4 addr show dev " + ifn;
+  CHECK(fa_test::run(in_pod).out.find("10.42.0.1/24") != std::string::npos);
+  CHECK(fa_test::run("ip link show dev " + ifn + " 2>/dev/null").rc != 0);
+  json m = get("/v1/mesh");
+  CHECK(!m["live"].is_null());
+  // A PUT while the pod holds it configures it in the pod, not on the host.
+  auto put2 = fa_test::run("curl -sS -f -X PUT " + auth + " -H 'Content-Type: application/json' --data-binary @" +
+                           dir.path + "/mesh.json " + agent.url() + "/v1/mesh");
+  CHECK(put2.rc == 0);
+  CHECK(fa_test::run("ip link show dev " + ifn + " 2>/dev/null").rc != 0);
+  CHECK(fa_test::run(in_pod).out.find("10.42.0.1/24") != std::string::npos);
+
+  // 4. Poststop: unregistered, the interface back in the daemon's namespace.
+  auto un = hook("poststop");
+  INFO("poststop: " << un.out);
+  CHECK(un.rc == 0);
+  CHECK(get("/v1/pods")["pods"].empty());
+  CHECK(fa_test::run("ip -4 addr show dev " + ifn).out.find("10.42.0.1/24") != std::string::npos);
+}
