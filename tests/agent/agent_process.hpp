@@ -4,6 +4,7 @@
 // its log, and kills it when the test ends, pass or fail.
 #pragma once
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -55,7 +56,9 @@ class AgentProcess {
     log_ = dir + "/agent.log";
     // The pods socket and CDI dir in the test's dir too: never the host's.
     std::ofstream(config_) << "listen: \"" << listen << "\"\nstate_dir: " << dir << "/state\nlog_level: debug\n"
-                           << "pods:\n  socket: " << dir << "/pods.sock\n  cdi_dir: " << dir << "/cdi\n"
+                           << (extra_yaml.find("pods:") == std::string::npos
+                                   ? "pods:\n  socket: " + dir + "/pods.sock\n  cdi_dir: " + dir + "/cdi\n"
+                                   : std::string())
                            << extra_yaml;
     start(wait_ready);
   }
