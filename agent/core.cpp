@@ -140,7 +140,7 @@ AuthResult Core::check_token(std::string_view authorization) const {
   return check_bearer(token_, authorization);
 }
 
-Status Core::start() {
+Status Core::start(const std::function<void()>& before_first_refresh) {
   auto log = fa::logger("state");
   const Config cfg = config();
   {
@@ -200,6 +200,7 @@ Status Core::start() {
       }
     }
   }
+  if (before_first_refresh) before_first_refresh();
   refresh();
   return {};
 }

@@ -71,7 +71,10 @@ class Core {
   // Loads persisted state (a corrupt file is moved aside), makes sure the
   // WireGuard key exists, adopts/reconciles the persisted mesh and runs the
   // first discovery. Errors here are for a person (startup aborts).
-  Status start();
+  // `before_first_refresh` runs once the mesh is adopted, without the
+  // operation lock (the daemon starts pods/ there, so that the first
+  // generation already carries the CDI warnings and the pods).
+  Status start(const std::function<void()>& before_first_refresh = {});
 
   // Rediscovery + reconcile. Moves the generation only when the stable
   // status changed; wakes long-pollers when it does.

@@ -38,7 +38,8 @@ Status make_state_dir(const std::string& dir) {
     pos = dir.find('/', pos + 1);
     cur = dir.substr(0, pos);
     if (cur.empty()) continue;
-    if (::mkdir(cur.c_str(), 0700) != 0 && errno != EEXIST) return Error::from_errno("state_dir: mkdir " + cur);
+    if (::mkdir(cur.c_str(), 0700) != 0 && errno != EEXIST)
+      return Error::from_errno("state_dir: mkdir " + cur);
   }
   return {};
 }
@@ -77,19 +78,62 @@ int cmd_run(const std::vector<std::string>& argv) {
     return 1;
   }
   if (tok->created)
-    log->info("created a bearer token in {} (mode 0600); clients read it from there", cfg->effective_token_file());
+    log->info("created a bearer token in {} (mode 0600); clients read it from there",
+              cfg->effective_token_file());
   else
     log->info("bearer token read from {}", cfg->effective_token_file());
 
+  asio::io_context ioc(1);
+  asio::thread_pool worker(1);
   Core core(*cfg, make_discovery(*cfg), make_mesh_ops(*cfg));
   core.set_token(std::move(tok->token));
-  if (Status s = core.start(); !s) {
+  auto refresh = [&core, &worker] { asio::post(worker, [&core] { core.refresh(); }); };
+
+  // Pods (OCI hooks register containers on a unix socket), after the mesh is
+  // adopted. Registrations run under Core's operation lock; `changed` only
+  // queues a refresh, because it is called with that lock (and the
+  // registry's) held. Started inside core.start(), after the mesh is adopted
+  // and before the first refresh, so the first generation has the CDI spec.
+  // Declared after core and worker: destroyed first.
+  std::unique_ptr<pods::PodsRuntime> pods_rt;
+  auto start_pods = [&] {
+    pods::PodsRuntimeOptions po;
+    po.state_dir = cfg->state_dir;
+    po.socket = cfg->pods.socket;
+    po.cdi_dir = cfg->pods.cdi_dir;
+    po.dev_root = cfg->pods.dev_root;
+    po.sysfs_root = cfg->sysfs_root;
+    po.overlay_cidr = cfg->overlay.cidr;
+    po.inspect = [&core] { return core.snapshot()->inspect; };
+    po.desired_mesh = [&core] { return core.persisted_mesh_held(); };
+    po.changed = refresh;
+    po.serialize = [&core](const std::function<nlohmann::json()>& fn) { return core.run_serialized(fn); };
+    // Without its socket the host still serves the mesh and status: containers
+    // just cannot register (their hook fails with "daemon unreachable").
+    auto started = pods::PodsRuntime::start(std::move(po));
+    if (!started) {
+      log->error("pods: containers cannot register: {}", started.error().message);
+      return;
+    }
+    pods_rt = std::move(*started);
+    pods::PodsRuntime* pr = pods_rt.get();
+    core.set_pods(PodsHooks{
+        .list = [pr] { return pr->list(); },
+        .interface_netns = [pr] { return pr->interface_netns(); },
+        .on_discovery =
+            [pr](const nlohmann::json& inspect) {
+              auto w = pr->on_discovery(inspect);
+              if (w) return *w;
+              fa::logger("pods")->warn("CDI spec not written: {}", w.error().message);
+              return std::vector<std::string>{"CDI spec not written: " + w.error().message};
+            },
+    });
+  };
+  if (Status s = core.start(start_pods); !s) {
     log->critical("startup failed: {}", s.error().message);
     return 1;
   }
 
-  asio::io_context ioc(1);
-  asio::thread_pool worker(1);
   Server server(ioc, worker, core, ServerOptions::from(*cfg));
   auto port = server.start();
   if (!port) {
@@ -103,40 +147,7 @@ int cmd_run(const std::vector<std::string>& argv) {
 
   // Refresh: on a timer and on rtnetlink events; both run on the worker so
   // they queue behind (never interleave with) mesh operations.
-  auto refresh = [&core, &worker] { asio::post(worker, [&core] { core.refresh(); }); };
 
-  // Pods (OCI hooks register containers on a unix socket), after the mesh is
-  // adopted. Registrations run under Core's operation lock; `changed` only
-  // queues a refresh, because it is called with that lock (and the
-  // registry's) held. Declared after core and worker: destroyed first.
-  pods::PodsRuntimeOptions po;
-  po.state_dir = cfg->state_dir;
-  po.socket = cfg->pods.socket;
-  po.cdi_dir = cfg->pods.cdi_dir;
-  po.dev_root = cfg->pods.dev_root;
-  po.sysfs_root = cfg->sysfs_root;
-  po.overlay_cidr = cfg->overlay.cidr;
-  po.inspect = [&core] { return core.snapshot()->inspect; };
-  po.desired_mesh = [&core] { return core.persisted_mesh_held(); };
-  po.changed = refresh;
-  po.serialize = [&core](const std::function<nlohmann::json()>& fn) { return core.run_serialized(fn); };
-  // Without its socket the host still serves the mesh and status: containers
-  // just cannot register (their hook fails with "daemon unreachable").
-  auto pods_rt = pods::PodsRuntime::start(std::move(po));
-  if (!pods_rt) log->error("pods: containers cannot register: {}", pods_rt.error().message);
-  pods::PodsRuntime* pr = pods_rt ? pods_rt->get() : nullptr;
-  if (pr) core.set_pods(PodsHooks{
-      .list = [pr] { return pr->list(); },
-      .interface_netns = [pr] { return pr->interface_netns(); },
-      .on_discovery =
-          [pr](const nlohmann::json& inspect) {
-            auto w = pr->on_discovery(inspect);
-            if (w) return *w;
-            fa::logger("pods")->warn("CDI spec not written: {}", w.error().message);
-            return std::vector<std::string>{"CDI spec not written: " + w.error().message};
-          },
-  });
-  if (pr) core.refresh();  // first pass with pods: the CDI spec exists before READY=1
   asio::steady_timer refresh_timer(ioc);
   std::function<void()> arm_refresh = [&] {
     refresh_timer.expires_after(core.config().refresh_interval);
@@ -148,8 +159,9 @@ int cmd_run(const std::vector<std::string>& argv) {
   };
   arm_refresh();
   auto watch = NetlinkWatch::start(ioc, refresh);
-  if (!watch) log->warn("{}; status follows changes on the {} s timer only", watch.error().message,
-                        cfg->refresh_interval.count());
+  if (!watch)
+    log->warn("{}; status follows changes on the {} s timer only", watch.error().message,
+              cfg->refresh_interval.count());
 
   // Watchdog: ping at half of WatchdogSec from the I/O thread, so a wedged
   // event loop stops the pings and systemd restarts us.

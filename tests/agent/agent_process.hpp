@@ -54,12 +54,13 @@ class AgentProcess {
       : dir_(dir), env_(std::move(env)) {
     config_ = dir + "/agent.yaml";
     log_ = dir + "/agent.log";
-    // The pods socket and CDI dir in the test's dir too: never the host's.
+    // The pods socket and CDI dir in the test's dir too (never the host's),
+    // on one line after extra_yaml (server_test counts config lines).
     std::ofstream(config_) << "listen: \"" << listen << "\"\nstate_dir: " << dir << "/state\nlog_level: debug\n"
+                           << extra_yaml
                            << (extra_yaml.find("pods:") == std::string::npos
-                                   ? "pods:\n  socket: " + dir + "/pods.sock\n  cdi_dir: " + dir + "/cdi\n"
-                                   : std::string())
-                           << extra_yaml;
+                                   ? std::string(extra_yaml.empty() || extra_yaml.back() == '\n' ? "" : "\n") + "pods: {socket: " + dir + "/pods.sock, cdi_dir: " + dir + "/cdi}\n"
+                                   : std::string());
     start(wait_ready);
   }
   ~AgentProcess() { stop(SIGKILL); }
