@@ -127,7 +127,11 @@ Outcome Api::handle(const Request& req, const RequestContext& ctx) const {
 
   if (path == "/healthz") {
     if (req.method() != http::verb::get && req.method() != http::verb::head) return method_not_allowed(req, "GET, HEAD");
-    return make(200, ver, ka, "{\"status\":\"ok\"}\n");
+    Response res = make(200, ver, ka, "{\"status\":\"ok\"}\n");
+    // HEAD: the headers of the GET, Content-Length included, and no body
+    // (RFC 9110 9.3.2); a body here would be read as the next response.
+    if (req.method() == http::verb::head) res.body().clear();
+    return res;
   }
 
   // Authentication before routing: an unauthenticated client learns nothing,

@@ -3,8 +3,7 @@
 
 #include <fcntl.h>
 #include <openssl/crypto.h>
-#include <openssl/rand.h>
-#include <openssl/sha.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,16 +16,33 @@ namespace fa::agent {
 
 Token Token::from_secret(std::string_view secret) {
   Token t;
-  SHA256(reinterpret_cast<const unsigned char*>(secret.data()), secret.size(), t.digest_.data());
-  t.set_ = true;
+  t.secret_.assign(secret);
   return t;
 }
 
+void Token::wipe() noexcept {
+  if (!secret_.empty()) OPENSSL_cleanse(secret_.data(), secret_.size());
+  secret_.clear();
+}
+
 bool Token::matches(std::string_view presented) const {
-  if (!set_) return false;
-  std::array<unsigned char, 32> d{};
-  SHA256(reinterpret_cast<const unsigned char*>(presented.data()), presented.size(), d.data());
-  return CRYPTO_memcmp(d.data(), digest_.data(), d.size()) == 0;
+  if (secret_.empty() || presented.size() != secret_.size()) return false;
+  return CRYPTO_memcmp(presented.data(), secret_.data(), secret_.size()) == 0;
+}
+
+Status random_bytes(unsigned char* out, size_t n) {
+  // The kernel's CSPRNG directly: what OpenSSL's RAND_bytes seeds from, without
+  // initialising OpenSSL's provider machinery in a daemon that needs no crypto.
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = ::getrandom(out + got, n - got, 0);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return Error::from_errno("getrandom");
+    }
+    got += static_cast<size_t>(r);
+  }
+  return {};
 }
 
 namespace {
@@ -52,7 +68,7 @@ Result<LoadedToken> load_or_create_token(const std::string& path, bool create) {
   if (::stat(path.c_str(), &st) != 0) {
     if (errno != ENOENT || !create) return Error::from_errno("token file " + path);
     unsigned char raw[32];
-    if (RAND_bytes(raw, sizeof raw) != 1) return Error{"token: RAND_bytes failed"};
+    if (Status r = random_bytes(raw, sizeof raw); !r) return Error{"token: " + r.error().message, r.error().sys_errno};
     static const char* hex = "0123456789abcdef";
     std::string secret;
     for (unsigned char c : raw) {

@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "agent/core.hpp"
 
-#include <openssl/rand.h>
-
 #include <cstdio>
 #include <cstring>
 
+#include "agent/auth.hpp"
 #include "agent/rdma_service.hpp"
 #include "common/log.hpp"
 
@@ -17,7 +16,7 @@ namespace {
 
 std::string random_instance() {
   unsigned char raw[6];
-  if (RAND_bytes(raw, sizeof raw) != 1) {
+  if (!random_bytes(raw, sizeof raw)) {
     auto t = std::chrono::steady_clock::now().time_since_epoch().count();
     std::memcpy(raw, &t, sizeof raw);
   }

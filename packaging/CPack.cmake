@@ -122,8 +122,10 @@ set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # Run-time dependencies from the binary's NEEDED entries (dpkg-shlibdeps):
 # libibverbs1, libibumad3, libnl-3-200, libnl-route-3-200, libnl-genl-3-200,
-# libyaml-cpp0.7, libspdlog1.10, libssl3, libsystemd0, libc6, libstdc++6, ...
+# libssl3, libc6. libsystemd0 is dlopen()ed by the daemon (sd_notify), so it
+# is named here; the C++ libraries are linked into the binary.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libsystemd0")
 # Verbs provider drivers (mlx5, rxe, ...) are plugins libibverbs loads at run
 # time; wireguard-go is the userspace backend where the kernel has no module.
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "ibverbs-providers")
@@ -145,8 +147,9 @@ set(CPACK_RPM_PACKAGE_GROUP "System Environment/Daemons")
 set(CPACK_RPM_PACKAGE_SUMMARY "${CPACK_PACKAGE_DESCRIPTION_SUMMARY}")
 # By name, as Fedora/RHEL call the libraries (rpmbuild adds the exact
 # sonames, libibverbs.so.1()(64bit) etc., from the binary on top).
+# systemd-libs: dlopen()ed, so elfdeps cannot see it.
 set(CPACK_RPM_PACKAGE_REQUIRES
-    "libibverbs, libibumad, libnl3, yaml-cpp, spdlog, openssl-libs, systemd-libs")
+    "libibverbs, libibumad, libnl3, openssl-libs, systemd-libs")
 
 set(CPACK_RPM_CHANGELOG_FILE ${FA_PKG_BIN}/rpm/changelog)
 set(CPACK_RPM_POST_INSTALL_SCRIPT_FILE ${FA_PKG_BIN}/rpm/post.sh)

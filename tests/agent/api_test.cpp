@@ -134,6 +134,10 @@ json error_of(const Response& r) {
 TEST_CASE("healthz needs no token, everything else does", "[api]") {
   Fixture f;
   CHECK(f.respond(f.req(http::verb::get, "/healthz", "", false)).result_int() == 200);
+  Response head = f.respond(f.req(http::verb::head, "/healthz", "", false));
+  CHECK(head.result_int() == 200);
+  CHECK(head.body().empty());
+  CHECK(head[http::field::content_length] == "16");  // that of the GET
   for (const char* path : {"/v1/status", "/metrics", "/v1/mesh", "/v1/pods", "/nope"}) {
     Response r = f.respond(f.req(http::verb::get, path, "", false));
     CHECK(r.result_int() == 401);
@@ -377,6 +381,11 @@ TEST_CASE("token: created 0600, group-readable refused, constant-time compare by
   CHECK(secret->size() == 64);
   CHECK(t->token.matches(*secret));
   CHECK_FALSE(t->token.matches(secret->substr(1)));
+  CHECK_FALSE(t->token.matches(*secret + "0"));
+  std::string flipped = *secret;
+  flipped[37] = flipped[37] == 'a' ? 'b' : 'a';  // same length, one digit off
+  CHECK_FALSE(t->token.matches(flipped));
+  CHECK_FALSE(Token().matches(""));
   CHECK(check_bearer(t->token, "Bearer " + *secret) == AuthResult::Ok);
   CHECK(check_bearer(t->token, "Bearer x") == AuthResult::Wrong);
   CHECK(check_bearer(t->token, "Bearer ") == AuthResult::Missing);

@@ -143,6 +143,25 @@ TEST_CASE("server: a client dribbling headers is cut off by the read timeout", "
   CHECK(call(a, "GET", "/healthz", "", {}, false).status == 200);
 }
 
+TEST_CASE("server: HEAD /healthz sends no body, so the next response on the connection is intact", "[server]") {
+  TempDir d;
+  AgentProcess a(d.path, "");
+  int fd = connect_loopback(a.port());
+  const std::string req =
+      "HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  REQUIRE(::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size()));
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) got.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  // Two responses; the body only once, at the very end (the GET's).
+  auto second = got.find("HTTP/1.1 200", 1);
+  REQUIRE(got.rfind("HTTP/1.1 200", 0) == 0);
+  REQUIRE(second != std::string::npos);
+  CHECK(got.find("{\"status\":\"ok\"}") == got.size() - 16);  // {"status":"ok"}\n
+  CHECK(got.substr(0, second).find("{\"status\"") == std::string::npos);
+}
+
 TEST_CASE("server: an idle kept-alive connection is closed", "[server]") {
   TempDir d;
   AgentProcess a(d.path, "api: {idle_timeout: 1s, read_timeout: 5s}\n");

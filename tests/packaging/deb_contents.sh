@@ -28,10 +28,15 @@ expect_eq "release 2 is newer" 0 "$(dpkg --compare-versions "$(dpkg-deb -f "$DEB
 # build host) to a Debian package that Depends names.
 depends=$(dpkg-deb -f "$DEB1" Depends | tr ',' '\n' | sed 's/^ *//; s/ .*//; s/:any$//')
 log "Depends: $(dpkg-deb -f "$DEB1" Depends)"
-for lib in libibverbs1 libibumad3 libnl-3-200 libnl-route-3-200 libnl-genl-3-200 libyaml-cpp0.7 libssl3 libc6 libstdc++6; do
+# libsystemd0 is not NEEDED (dlopen()ed by the daemon, see agent/sd_notify.hpp):
+# it is declared explicitly. libstdc++, yaml-cpp, spdlog and fmt are linked in.
+for lib in libibverbs1 libibumad3 libnl-3-200 libnl-route-3-200 libnl-genl-3-200 libssl3 libc6 libsystemd0; do
   expect_line "Depends names $lib" "$lib" "$depends"
 done
 needed=$(readelf -d "$build/agent/fabric-agent" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+for so in libstdc++.so.6 libyaml-cpp.so.0.7 libspdlog.so.1.10 libfmt.so.9 libsystemd.so.0; do
+  expect_eq "binary does not load $so at start" "" "$(printf '%s\n' "$needed" | grep -Fx -- "$so" || true)"
+done
 for so in $needed; do
   path=$(ldconfig -p | awk -v so="$so" '$1 == so && /x86-64/ { print $NF; exit }')
   pkg=$(dpkg -S "$(readlink -f "$path")" 2>/dev/null | head -n1 | cut -d: -f1)
