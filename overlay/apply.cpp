@@ -29,17 +29,20 @@ Result<Key> read_key_file(const std::string& path) {
   return k;
 }
 
-// Which backend serves an existing link, and why we think so.
+// Which backend serves an existing link, and why we think so. For
+// wireguard-go, conn keeps the connection that asked: the apply goes on over it.
 Result<Backend> detect_backend(const LinkInfo& li, const std::string& ifname, const std::string& uapi_dir,
-                               std::string& reason) {
+                               std::string& reason, Fd* conn = nullptr) {
   if (li.kind == "wireguard") {
     reason = "existing kernel wireguard interface adopted";
     return Backend::Kernel;
   }
-  auto srv = uapi_server_pid(uapi_dir, ifname);
-  if (srv) {
-    reason = "existing interface served by wireguard-go (pid " + std::to_string(*srv) + ") adopted";
-    return Backend::Userspace;
+  if (auto fd = uapi_connect(uapi_dir, ifname)) {
+    if (auto srv = uapi_peer_pid(fd->get(), uapi_socket_path(uapi_dir, ifname))) {
+      reason = "existing interface served by wireguard-go (pid " + std::to_string(*srv) + ") adopted";
+      if (conn) *conn = std::move(*fd);
+      return Backend::Userspace;
+    }
   }
   return Error{"interface " + ifname + " exists (kind '" + li.kind +
                    "') but is neither a kernel wireguard link nor served by wireguard-go at " +
@@ -47,9 +50,10 @@ Result<Backend> detect_backend(const LinkInfo& li, const std::string& ifname, co
                EEXIST};
 }
 
-std::unique_ptr<WgBackend> make_backend(Backend b, const std::string& uapi_dir) {
+std::unique_ptr<WgBackend> make_backend(Backend b, const std::string& uapi_dir, Fd conn = Fd(),
+                                        const std::string& ifname = {}) {
   if (b == Backend::Kernel) return make_kernel_backend();
-  return make_userspace_backend(uapi_dir);
+  return make_userspace_backend(uapi_dir, std::move(conn), ifname);
 }
 
 bool same_addr(const IpPrefix& a, const IpPrefix& b) {
@@ -90,6 +94,7 @@ struct Located {
   LinkInfo link;
   Backend backend;
   std::string reason;
+  Fd conn;
 };
 
 // Must be called inside the namespace that holds the link.
@@ -98,9 +103,10 @@ Result<Located> locate(const std::string& ifname, const std::string& uapi_dir) {
   if (!li) return li.take_error();
   if (!*li) return Error{"interface " + ifname + " not found", ENODEV};
   std::string reason;
-  auto b = detect_backend(**li, ifname, uapi_dir, reason);
+  Fd conn;
+  auto b = detect_backend(**li, ifname, uapi_dir, reason, &conn);
   if (!b) return b.take_error();
-  return Located{**li, *b, reason};
+  return Located{**li, *b, reason, std::move(conn)};
 }
 
 }  // namespace
@@ -146,8 +152,9 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
   bool created = false, moved = false;
   Backend chosen;
   std::string reason;
+  Fd conn;
   if (found) {
-    auto b = detect_backend(*found, ifname, opt.uapi_dir, reason);
+    auto b = detect_backend(*found, ifname, opt.uapi_dir, reason, &conn);
     if (!b) return b.take_error();
     chosen = *b;
     if (opt.backend != Backend::Auto && opt.backend != chosen)
@@ -215,7 +222,7 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   };
   log->debug("{}: located at {:.2f} ms", ifname, ms());
-  auto be = make_backend(chosen, opt.uapi_dir);
+  auto be = make_backend(chosen, opt.uapi_dir, std::move(conn), ifname);
   auto cur = be->get_device(ifname);
   log->debug("{}: device read at {:.2f} ms ({} peers)", ifname, ms(), cur ? cur->peers.size() : 0);
   if (!cur) return Error{ifname + ": read device: " + cur.error().message, cur.error().sys_errno};
@@ -231,7 +238,11 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
     if (!k) return k.take_error();
     want.private_key = *k;
   }
-  auto pub = public_key_of(*want.private_key);
+  // X25519 once per apply at most: the read already derived the public key
+  // of the key the interface holds.
+  auto pub = cur->private_key && cur->public_key && *cur->private_key == *want.private_key
+                 ? Result<Key>(*cur->public_key)
+                 : public_key_of(*want.private_key);
   if (!pub) return pub.take_error();
   for (size_t i = 0; i < m.peers.size(); ++i)
     if (m.peers[i].public_key == *pub)
@@ -253,8 +264,8 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
   Device change = diff(*cur, want);
   // What the device holds once the change lands; reported without a second
   // read, which would cost as much as the first on a 1000-peer device.
-  Device after = merge(*cur, change);
-  if (cur->private_key) wipe(*cur->private_key);
+  if (cur->private_key) wipe(*cur->private_key);  // want holds the key from here on
+  Device after = merge(std::move(*cur), change, &*pub);
   wipe(*want.private_key);
   int added = 0, removed = 0, updated = 0;
   for (const auto& p : change.peers) (p.remove ? removed : p.update_only ? updated : added)++;
@@ -330,7 +341,7 @@ Result<json> show(const std::string& ifname, const ShowOptions& opt) {
   }
   auto loc = locate(ifname, opt.uapi_dir);
   if (!loc) return loc.take_error();
-  auto be = make_backend(loc->backend, opt.uapi_dir);
+  auto be = make_backend(loc->backend, opt.uapi_dir, std::move(loc->conn), ifname);
   auto d = be->get_device(ifname);
   if (!d) return Error{ifname + ": read device: " + d.error().message, d.error().sys_errno};
   if (d->private_key) wipe(*d->private_key);
