@@ -55,6 +55,17 @@ class WgBackend {
   virtual Backend kind() const = 0;
   virtual Result<Device> get_device(const std::string& ifname) = 0;
   virtual Status set_device(const Device& change) = 0;
+  // set_device in two halves, so that the caller can work while the backend
+  // applies the request: send, then finish (the result). A backend that
+  // cannot split does everything in send. finish is called once per send.
+  virtual Status set_device_send(const Device& change) {
+    pending_ = set_device(change);
+    return {};
+  }
+  virtual Status set_device_finish() { return std::move(pending_); }
+
+ private:
+  Status pending_;
 };
 
 std::unique_ptr<WgBackend> make_kernel_backend();

@@ -124,13 +124,25 @@ class UserspaceBackend : public WgBackend {
   }
 
   Status set_device(const Device& change) override {
+    if (auto s = set_device_send(change); !s) return s;
+    return set_device_finish();
+  }
+
+  // wireguard-go applies a set line by line as it reads it: after the send,
+  // the caller's own work overlaps with wireguard-go's.
+  Status set_device_send(const Device& change) override {
     auto fd = conn(change.name);
     if (!fd) return fd.take_error();
     std::string req = uapi_set_request(change);
     auto w = write_all(*fd, req);
     OPENSSL_cleanse(req.data(), req.size());  // may hold the private key
     if (!w) return drop(w.take_error());
-    auto reply = read_reply(*fd);
+    return {};
+  }
+
+  Status set_device_finish() override {
+    if (!conn_.valid()) return Error{"UAPI: no set request pending"};
+    auto reply = read_reply(conn_.get());
     if (!reply) return drop(reply.take_error());
     return uapi_parse_set_reply(*reply);
   }
