@@ -188,19 +188,27 @@ Status Core::start(const std::function<void()>& before_first_refresh) {
       auto pk = mesh_->ensure_key(key_path());
       if (!pk) return Error{"wireguard key: " + pk.error().message};
       public_key_ = *pk;
-      if (!persisted_.mesh.is_null()) {
-        auto mlog = fa::logger("mesh");
-        auto r = mesh_->apply(persisted_.mesh);
-        if (r)
-          mlog->info("{}: adopted persisted mesh of cluster {} (changes: {})", ifname_of(persisted_.mesh, cfg),
-                     persisted_.mesh.value("cluster_id", ""), r->contains("changes") ? (*r)["changes"].dump() : "{}");
-        else
-          mlog->error("{}: could not bring the persisted mesh up: {} (retrying on each refresh)",
-                      ifname_of(persisted_.mesh, cfg), r.error().message);
-      }
     }
   }
+  // Pods first: a pod that held the mesh interface across a restart is
+  // adopted there, so the apply below configures it inside the pod instead
+  // of creating a second one on the host.
   if (before_first_refresh) before_first_refresh();
+  {
+    std::lock_guard lk(op_mu_);
+    if (mesh_ && !persisted_.mesh.is_null()) {
+      auto mlog = fa::logger("mesh");
+      auto netns = mesh_netns_locked(persisted_.mesh);
+      auto r = mesh_->apply(with_netns(persisted_.mesh, netns));
+      if (r)
+        mlog->info("{}: adopted persisted mesh of cluster {}{} (changes: {})", ifname_of(persisted_.mesh, cfg),
+                   persisted_.mesh.value("cluster_id", ""), netns ? " inside the pod holding it" : "",
+                   r->contains("changes") ? (*r)["changes"].dump() : "{}");
+      else
+        mlog->error("{}: could not bring the persisted mesh up: {} (retrying on each refresh)",
+                    ifname_of(persisted_.mesh, cfg), r.error().message);
+    }
+  }
   refresh();
   return {};
 }

@@ -71,9 +71,12 @@ class Core {
   // Loads persisted state (a corrupt file is moved aside), makes sure the
   // WireGuard key exists, adopts/reconciles the persisted mesh and runs the
   // first discovery. Errors here are for a person (startup aborts).
-  // `before_first_refresh` runs once the mesh is adopted, without the
-  // operation lock (the daemon starts pods/ there, so that the first
-  // generation already carries the CDI warnings and the pods).
+  // `before_first_refresh` runs once the state and key are loaded, before the
+  // mesh is applied, without the operation lock: the daemon starts pods/
+  // there, which adopts a pod still holding the mesh interface, so the apply
+  // goes into that pod's namespace (mesh_netns) instead of creating a second
+  // interface on the host; the first generation carries the CDI warnings and
+  // the pods.
   Status start(const std::function<void()>& before_first_refresh = {});
 
   // Rediscovery + reconcile. Moves the generation only when the stable

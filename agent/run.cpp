@@ -89,11 +89,13 @@ int cmd_run(const std::vector<std::string>& argv) {
   core.set_token(std::move(tok->token));
   auto refresh = [&core, &worker] { asio::post(worker, [&core] { core.refresh(); }); };
 
-  // Pods (OCI hooks register containers on a unix socket), after the mesh is
-  // adopted. Registrations run under Core's operation lock; `changed` only
-  // queues a refresh, because it is called with that lock (and the
-  // registry's) held. Started inside core.start(), after the mesh is adopted
-  // and before the first refresh, so the first generation has the CDI spec.
+  // Pods (OCI hooks register containers on a unix socket). Registrations run
+  // under Core's operation lock; `changed` only queues a refresh, because it
+  // is called with that lock (and the registry's) held. Started inside
+  // core.start(), after the state is loaded and before the persisted mesh is
+  // applied: pods registered before a restart are reconciled first (alive:
+  // adopted, so the mesh is applied inside the pod; gone: wg0 recreated on
+  // the host), and the first generation has the CDI spec.
   // Declared after core and worker: destroyed first.
   std::unique_ptr<pods::PodsRuntime> pods_rt;
   auto start_pods = [&] {
@@ -120,13 +122,7 @@ int cmd_run(const std::vector<std::string>& argv) {
     core.set_pods(PodsHooks{
         .list = [pr] { return pr->list(); },
         .interface_netns = [pr] { return pr->interface_netns(); },
-        .on_discovery =
-            [pr](const nlohmann::json& inspect) {
-              auto w = pr->on_discovery(inspect);
-              if (w) return *w;
-              fa::logger("pods")->warn("CDI spec not written: {}", w.error().message);
-              return std::vector<std::string>{"CDI spec not written: " + w.error().message};
-            },
+        .on_discovery = [pr](const nlohmann::json& inspect) { return pr->on_discovery(inspect); },
     });
   };
   if (Status s = core.start(start_pods); !s) {

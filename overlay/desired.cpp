@@ -28,48 +28,63 @@ std::string show_value(const json& v) {
   return s;
 }
 
+// A field path built only when it is reported: a 1000-peer file that is
+// valid costs no string per field.
+struct Field {
+  std::string_view a, b, c;
+  Field(const std::string& s) : a(s) {}  // NOLINT: implicit on purpose
+  Field(const char* s) : a(s) {}         // NOLINT
+  Field(std::string_view x, std::string_view y, std::string_view z = {}) : a(x), b(y), c(z) {}
+  std::string str() const {
+    std::string s;
+    s.reserve(a.size() + b.size() + c.size());
+    s.append(a).append(b).append(c);
+    return s;
+  }
+};
+
 class Checker {
  public:
   std::vector<ValidationError> errors;
 
-  void fail(const std::string& field, const json* v, std::string msg) {
-    errors.push_back({field, v ? show_value(*v) : "", std::move(msg)});
+  void fail(const Field& field, const json* v, std::string msg) {
+    errors.push_back({field.str(), v ? show_value(*v) : "", std::move(msg)});
   }
 
   // Unknown keys are errors: a typo like `allowed_ip` must not silently
   // drop a peer's routes.
-  void known_keys(const std::string& prefix, const json& obj, std::initializer_list<const char*> keys) {
-    std::string list;
-    for (auto k : keys) list += (list.empty() ? "" : ", ") + std::string(k);
+  void known_keys(std::string_view prefix, const json& obj, std::initializer_list<const char*> keys) {
     for (auto it = obj.begin(); it != obj.end(); ++it) {
       bool ok = false;
       for (auto k : keys) ok |= it.key() == k;
-      if (!ok)
-        errors.push_back({prefix + it.key(), show_value(it.value()), "unknown key (accepted: " + list + ")"});
+      if (ok) continue;
+      std::string list;
+      for (auto k : keys) list += (list.empty() ? "" : ", ") + std::string(k);
+      errors.push_back(
+          {std::string(prefix) + it.key(), show_value(it.value()), "unknown key (accepted: " + list + ")"});
     }
   }
 
-  std::optional<std::string> str(const std::string& field, const json& v) {
+  const std::string* str(const Field& field, const json& v) {
     if (!v.is_string()) {
       fail(field, &v, "expected a string");
-      return std::nullopt;
+      return nullptr;
     }
-    return v.get<std::string>();
+    return v.get_ptr<const std::string*>();
   }
 
-  std::optional<int64_t> integer(const std::string& field, const json& v, int64_t lo, int64_t hi,
-                                 const std::string& what) {
+  std::optional<int64_t> integer(const Field& field, const json& v, int64_t lo, int64_t hi, const char* what) {
     if (!v.is_number_integer() && !v.is_number_unsigned()) {
-      fail(field, &v, "expected an integer " + what);
+      fail(field, &v, std::string("expected an integer ") + what);
       return std::nullopt;
     }
     if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) {
-      fail(field, &v, "out of range, accepted: " + what);
+      fail(field, &v, std::string("out of range, accepted: ") + what);
       return std::nullopt;
     }
     int64_t n = v.get<int64_t>();
     if (n < lo || n > hi) {
-      fail(field, &v, "out of range, accepted: " + what);
+      fail(field, &v, std::string("out of range, accepted: ") + what);
       return std::nullopt;
     }
     return n;
@@ -187,12 +202,15 @@ ParseResult parse_desired(const json& doc, const ParseOptions& opt) {
   }
 
   std::map<Key, size_t> seen_keys;
-  std::map<IpPrefix, std::string> seen_ips;
-  if (doc.contains("peers") && !doc["peers"].is_null()) {
-    const json& peers = doc["peers"];
+  std::map<IpPrefix, std::pair<size_t, size_t>> seen_ips;  // -> peers[i].allowed_ips[j]
+  IpPrefix self = m.address;
+  self.len = 32;
+  if (auto pit = doc.find("peers"); pit != doc.end() && !pit->is_null()) {
+    const json& peers = *pit;
     if (!peers.is_array()) {
       ck.fail("peers", &peers, "expected a list of peers");
     } else {
+      m.peers.reserve(peers.size());
       for (size_t i = 0; i < peers.size(); ++i) {
         const std::string pf = "peers[" + std::to_string(i) + "]";
         const json& pj = peers[i];
@@ -203,16 +221,17 @@ ParseResult parse_desired(const json& doc, const ParseOptions& opt) {
         ck.known_keys(pf + ".", pj, {"public_key", "endpoint", "allowed_ips", "persistent_keepalive"});
         DesiredPeer p;
         bool ok = true;
-        if (!pj.contains("public_key")) {
-          ck.fail(pf + ".public_key", nullptr, "required: the peer's base64 public key (44 characters)");
+        auto kit = pj.find("public_key");
+        if (kit == pj.end()) {
+          ck.fail(Field(pf, ".public_key"), nullptr, "required: the peer's base64 public key (44 characters)");
           ok = false;
-        } else if (auto s = ck.str(pf + ".public_key", pj["public_key"])) {
+        } else if (auto s = ck.str(Field(pf, ".public_key"), *kit)) {
           auto k = key_from_base64(*s);
           if (!k) {
-            ck.fail(pf + ".public_key", &pj["public_key"], k.error().message);
+            ck.fail(Field(pf, ".public_key"), &*kit, k.error().message);
             ok = false;
           } else if (auto [it, fresh] = seen_keys.emplace(*k, i); !fresh) {
-            ck.fail(pf + ".public_key", &pj["public_key"],
+            ck.fail(Field(pf, ".public_key"), &*kit,
                     "duplicate: same key as peers[" + std::to_string(it->second) +
                         "]; public keys must be unique");
             ok = false;
@@ -222,24 +241,26 @@ ParseResult parse_desired(const json& doc, const ParseOptions& opt) {
         } else {
           ok = false;
         }
-        if (pj.contains("endpoint") && !pj["endpoint"].is_null()) {
-          if (auto s = ck.str(pf + ".endpoint", pj["endpoint"])) {
+        if (auto eit = pj.find("endpoint"); eit != pj.end() && !eit->is_null()) {
+          if (auto s = ck.str(Field(pf, ".endpoint"), *eit)) {
             auto e = Endpoint::parse(*s);
             if (!e)
-              ck.fail(pf + ".endpoint", &pj["endpoint"],
-                      "expected IPv4:port or [IPv6]:port with port 1-65535");
+              ck.fail(Field(pf, ".endpoint"), &*eit, "expected IPv4:port or [IPv6]:port with port 1-65535");
             else
               p.endpoint = *e;
           }
         }
-        if (!pj.contains("allowed_ips")) {
-          ck.fail(pf + ".allowed_ips", nullptr, "required: a list of prefixes inside " + net.str());
-        } else if (!pj["allowed_ips"].is_array()) {
-          ck.fail(pf + ".allowed_ips", &pj["allowed_ips"], "expected a list of prefixes inside " + net.str());
+        auto ait = pj.find("allowed_ips");
+        if (ait == pj.end()) {
+          ck.fail(Field(pf, ".allowed_ips"), nullptr, "required: a list of prefixes inside " + net.str());
+        } else if (!ait->is_array()) {
+          ck.fail(Field(pf, ".allowed_ips"), &*ait, "expected a list of prefixes inside " + net.str());
         } else {
-          const json& ips = pj["allowed_ips"];
+          const json& ips = *ait;
+          p.allowed_ips.reserve(ips.size());
           for (size_t j = 0; j < ips.size(); ++j) {
-            const std::string f = pf + ".allowed_ips[" + std::to_string(j) + "]";
+            const std::string js = std::to_string(j) + "]";
+            const Field f(pf, ".allowed_ips[", js);
             auto s = ck.str(f, ips[j]);
             if (!s) continue;
             auto a = IpPrefix::parse(*s);
@@ -251,25 +272,21 @@ ParseResult parse_desired(const json& doc, const ParseOptions& opt) {
               continue;
             }
             IpPrefix n = a->network();
-            if (auto [it, fresh] = seen_ips.emplace(n, f); !fresh) {
-              ck.fail(f, &ips[j], "duplicate: already routed to " + it->second + "; one node per address");
+            if (auto [it, fresh] = seen_ips.emplace(n, std::pair{i, j}); !fresh) {
+              ck.fail(f, &ips[j],
+                      "duplicate: already routed to peers[" + std::to_string(it->second.first) + "].allowed_ips[" +
+                          std::to_string(it->second.second) + "]; one node per address");
               continue;
             }
-            if (have_address) {
-              IpPrefix self = m.address;
-              self.len = 32;
-              if (n.contains(self)) {
-                ck.fail(f, &ips[j],
-                        "covers this node's own address " + self.str() + "; one node per address");
-                continue;
-              }
+            if (have_address && n.contains(self)) {
+              ck.fail(f, &ips[j], "covers this node's own address " + self.str() + "; one node per address");
+              continue;
             }
             p.allowed_ips.push_back(*a);
           }
         }
-        if (pj.contains("persistent_keepalive") && !pj["persistent_keepalive"].is_null())
-          if (auto n = ck.integer(pf + ".persistent_keepalive", pj["persistent_keepalive"], 0, 65535,
-                                  "0-65535 seconds (0 = off)"))
+        if (auto kait = pj.find("persistent_keepalive"); kait != pj.end() && !kait->is_null())
+          if (auto n = ck.integer(Field(pf, ".persistent_keepalive"), *kait, 0, 65535, "0-65535 seconds (0 = off)"))
             p.persistent_keepalive = static_cast<uint16_t>(*n);
         if (ok) m.peers.push_back(std::move(p));
       }

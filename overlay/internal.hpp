@@ -55,14 +55,31 @@ class WgBackend {
   virtual Backend kind() const = 0;
   virtual Result<Device> get_device(const std::string& ifname) = 0;
   virtual Status set_device(const Device& change) = 0;
+  // set_device in two halves, so that the caller can work while the backend
+  // applies the request: send, then finish (the result). A backend that
+  // cannot split does everything in send. finish is called once per send.
+  virtual Status set_device_send(const Device& change) {
+    pending_ = set_device(change);
+    return {};
+  }
+  virtual Status set_device_finish() { return std::move(pending_); }
+
+ private:
+  Status pending_;
 };
 
 std::unique_ptr<WgBackend> make_kernel_backend();
-std::unique_ptr<WgBackend> make_userspace_backend(std::string uapi_dir);
+// conn: an open UAPI connection to conn_ifname's wireguard-go (the one that
+// identified it), reused for every get/set; without one, it connects on first use.
+std::unique_ptr<WgBackend> make_userspace_backend(std::string uapi_dir, Fd conn = Fd(),
+                                                  std::string conn_ifname = {});
 
 // Userspace process management (userspace.cpp).
 std::string uapi_socket_path(const std::string& uapi_dir, const std::string& ifname);
 bool uapi_socket_alive(const std::string& uapi_dir, const std::string& ifname);
+Result<Fd> uapi_connect(const std::string& uapi_dir, const std::string& ifname);
+// pid of the process at the other end of a connected unix socket (SO_PEERCRED).
+Result<pid_t> uapi_peer_pid(int fd, const std::string& what);
 // Starts `wireguard-go -f IFNAME` in its own session (it must outlive the
 // agent), writes state_dir/IFNAME.pid and waits until the UAPI socket answers.
 Result<pid_t> start_wireguard_go(const std::string& binary, const std::string& ifname,

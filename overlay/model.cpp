@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <map>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "overlay/overlay.hpp"
 
@@ -24,14 +27,19 @@ Result<unsigned> parse_uint(std::string_view s, unsigned max, const char* what) 
 }
 
 bool parse_ip(std::string_view s, int& family, std::array<uint8_t, 16>& addr) {
-  std::string z(s);
+  // inet_pton wants a C string; an address is at most 45 characters
+  // (INET6_ADDRSTRLEN), so no heap copy per address of a 1000-peer file.
+  char z[INET6_ADDRSTRLEN + 1];
   addr.fill(0);
-  if (z.find(':') == std::string::npos) {
+  if (s.size() >= sizeof z) return false;
+  std::copy(s.begin(), s.end(), z);
+  z[s.size()] = '\0';
+  if (s.find(':') == std::string_view::npos) {
     family = AF_INET;
-    return inet_pton(AF_INET, z.c_str(), addr.data()) == 1;
+    return inet_pton(AF_INET, z, addr.data()) == 1;
   }
   family = AF_INET6;
-  return inet_pton(AF_INET6, z.c_str(), addr.data()) == 1;
+  return inet_pton(AF_INET6, z, addr.data()) == 1;
 }
 
 std::string ip_str(int family, const std::array<uint8_t, 16>& addr) {
@@ -84,24 +92,25 @@ bool IpPrefix::contains(const IpPrefix& inner) const {
 Result<Endpoint> Endpoint::parse(std::string_view s) {
   Endpoint e;
   std::string_view host, port;
-  const std::string accepted =
-      "expected IPv4:port or [IPv6]:port with port 1-65535, got '" + std::string(s) + "'";
+  auto accepted = [s] {
+    return "expected IPv4:port or [IPv6]:port with port 1-65535, got '" + std::string(s) + "'";
+  };
   if (!s.empty() && s[0] == '[') {
     auto close = s.find(']');
     if (close == std::string_view::npos || close + 1 >= s.size() || s[close + 1] != ':')
-      return Error{accepted};
+      return Error{accepted()};
     host = s.substr(1, close - 1);
     port = s.substr(close + 2);
-    if (!parse_ip(host, e.family, e.addr) || e.family != AF_INET6) return Error{accepted};
+    if (!parse_ip(host, e.family, e.addr) || e.family != AF_INET6) return Error{accepted()};
   } else {
     auto colon = s.rfind(':');
-    if (colon == std::string_view::npos) return Error{accepted};
+    if (colon == std::string_view::npos) return Error{accepted()};
     host = s.substr(0, colon);
     port = s.substr(colon + 1);
-    if (!parse_ip(host, e.family, e.addr) || e.family != AF_INET) return Error{accepted};
+    if (!parse_ip(host, e.family, e.addr) || e.family != AF_INET) return Error{accepted()};
   }
   auto p = parse_uint(port, 65535, "port");
-  if (!p || *p == 0) return Error{accepted};
+  if (!p || *p == 0) return Error{accepted()};
   e.port = static_cast<uint16_t>(*p);
   return e;
 }
@@ -112,12 +121,29 @@ std::string Endpoint::str() const {
 }
 
 namespace {
+// Peers are looked up by key in maps of up to a few thousand entries; keys
+// are X25519 public keys (uniformly distributed), so their first 8 bytes
+// are a good hash.
+struct KeyHash {
+  size_t operator()(const Key& k) const noexcept {
+    size_t h;
+    std::memcpy(&h, k.data(), sizeof h);
+    return h;
+  }
+};
+
 std::vector<IpPrefix> sorted_nets(std::vector<IpPrefix> v) {
   // The kernel stores allowed IPs masked; compare the way it will hold them.
   for (auto& p : v) p = p.network();
   std::sort(v.begin(), v.end());
   v.erase(std::unique(v.begin(), v.end()), v.end());
   return v;
+}
+
+bool same_nets(const std::vector<IpPrefix>& a, const std::vector<IpPrefix>& b) {
+  // The common case, one /32 per peer, without two sorted copies.
+  if (a.size() == 1 && b.size() == 1) return a[0].network() == b[0].network();
+  return sorted_nets(a) == sorted_nets(b);
 }
 }  // namespace
 
@@ -129,11 +155,13 @@ Device diff(const Device& current, const Device& desired) {
   if (desired.listen_port && current.listen_port != desired.listen_port) ch.listen_port = desired.listen_port;
   if (desired.fwmark && current.fwmark.value_or(0) != *desired.fwmark) ch.fwmark = desired.fwmark;
 
-  std::map<Key, const Peer*> have;
+  std::unordered_map<Key, const Peer*, KeyHash> have;
+  have.reserve(current.peers.size());
   for (const auto& p : current.peers) have[p.public_key] = &p;
-  std::map<Key, bool> want;
+  std::unordered_set<Key, KeyHash> want;
+  want.reserve(desired.peers.size());
   for (const auto& d : desired.peers) {
-    want[d.public_key] = true;
+    want.insert(d.public_key);
     auto it = have.find(d.public_key);
     if (it == have.end()) {
       Peer add;
@@ -164,7 +192,7 @@ Device diff(const Device& current, const Device& desired) {
       up.persistent_keepalive = want_ka;
       changed = true;
     }
-    if (sorted_nets(c.allowed_ips) != sorted_nets(d.allowed_ips)) {
+    if (!same_nets(c.allowed_ips, d.allowed_ips)) {
       up.allowed_ips = d.allowed_ips;
       up.replace_allowed_ips = true;
       changed = true;
@@ -185,17 +213,20 @@ bool is_noop(const Device& ch) {
   return !ch.private_key && !ch.listen_port && !ch.fwmark && !ch.replace_peers && ch.peers.empty();
 }
 
-Device merge(const Device& cur, const Device& ch) {
-  Device d = cur;
+Device merge(Device d, const Device& ch, const Key* new_public_key) {
   if (ch.private_key) {
     d.private_key = ch.private_key;
     d.public_key.reset();
-    if (auto pub = public_key_of(*ch.private_key)) d.public_key = *pub;
+    if (new_public_key)
+      d.public_key = *new_public_key;
+    else if (auto pub = public_key_of(*ch.private_key))
+      d.public_key = *pub;
   }
   if (ch.listen_port) d.listen_port = ch.listen_port;
   if (ch.fwmark) d.fwmark = ch.fwmark;
   if (ch.replace_peers) d.peers.clear();
-  std::map<Key, size_t> idx;
+  std::unordered_map<Key, size_t, KeyHash> idx;
+  idx.reserve(d.peers.size() + ch.peers.size());
   for (size_t i = 0; i < d.peers.size(); ++i) idx[d.peers[i].public_key] = i;
   std::vector<bool> gone(d.peers.size(), false);
   for (const auto& c : ch.peers) {
@@ -227,11 +258,13 @@ Device merge(const Device& cur, const Device& ch) {
         p.allowed_ips.push_back(n);
     }
   }
-  std::vector<Peer> kept;
-  kept.reserve(d.peers.size());
-  for (size_t i = 0; i < d.peers.size(); ++i)
-    if (!gone[i]) kept.push_back(std::move(d.peers[i]));
-  d.peers = std::move(kept);
+  if (std::find(gone.begin(), gone.end(), true) != gone.end()) {
+    std::vector<Peer> kept;
+    kept.reserve(d.peers.size());
+    for (size_t i = 0; i < d.peers.size(); ++i)
+      if (!gone[i]) kept.push_back(std::move(d.peers[i]));
+    d.peers = std::move(kept);
+  }
   return d;
 }
 

@@ -38,6 +38,11 @@ Result<Key> key_from_hex(std::string_view s);
 // X25519 through OpenSSL EVP. The private key is clamped as wg genkey does.
 Result<Key> generate_private_key();
 Result<Key> public_key_of(const Key& private_key);
+// For a short-lived process (the `mesh apply` CLI): initialises only the
+// parts of OpenSSL the overlay uses and loads X25519, so that it can run on
+// another core while the desired-state file is parsed. Never call it in a
+// process that needs OpenSSL's legacy cipher/digest names or openssl.cnf.
+void crypto_warm_up();
 // Overwrites key material in a way the compiler does not elide.
 void wipe(Key& k);
 
@@ -112,8 +117,10 @@ Device diff(const Device& current, const Device& desired);
 bool is_noop(const Device& change);
 // Pure: `current` with `change` applied, as WireGuard applies a set request
 // (replace_peers, remove, update_only, replace_allowed_ips). apply() uses it
-// to report the result without reading a large device back.
-Device merge(const Device& current, const Device& change);
+// to report the result without reading a large device back. new_public_key:
+// the public key of change.private_key when the caller already derived it.
+// `current` is taken by value: a caller done with it moves it in.
+Device merge(Device current, const Device& change, const Key* new_public_key = nullptr);
 
 // ------------------------------------------------------- desired state ---
 

@@ -30,8 +30,6 @@ std::string uapi_socket_path(const std::string& uapi_dir, const std::string& ifn
   return uapi_dir + "/" + ifname + ".sock";
 }
 
-namespace {
-
 Result<Fd> uapi_connect(const std::string& uapi_dir, const std::string& ifname) {
   std::string path = uapi_socket_path(uapi_dir, ifname);
   sockaddr_un sa{};
@@ -44,6 +42,16 @@ Result<Fd> uapi_connect(const std::string& uapi_dir, const std::string& ifname) 
     return Error::from_errno("connect " + path);
   return fd;
 }
+
+Result<pid_t> uapi_peer_pid(int fd, const std::string& what) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+    return Error::from_errno("SO_PEERCRED on " + what);
+  return cred.pid;
+}
+
+namespace {
 
 Status write_all(int fd, std::string_view s) {
   while (!s.empty()) {
@@ -58,21 +66,25 @@ Status write_all(int fd, std::string_view s) {
 }
 
 // Reads one reply: ends with "\n\n" after an errno= line. Bounded in time and
-// size so a wedged wireguard-go cannot hang the agent.
+// size so a wedged wireguard-go cannot hang the agent. wireguard-go writes
+// through a 4 KiB buffer, so a 1000-peer get arrives in ~70 reads: the end
+// test looks only at the last line, never rescans what came before.
 Result<std::string> read_reply(int fd) {
   std::string buf;
+  buf.reserve(64 * 1024);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   char tmp[65536];
   for (;;) {
-    auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return Error{"UAPI: no complete reply within 10 s"};
-    pollfd p{fd, POLLIN, 0};
-    int pr = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr < 0) return Error::from_errno("UAPI poll");
-    if (pr == 0) continue;
-    ssize_t n = ::recv(fd, tmp, sizeof tmp, 0);
+    ssize_t n = ::recv(fd, tmp, sizeof tmp, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return Error{"UAPI: no complete reply within 10 s"};
+      pollfd p{fd, POLLIN, 0};
+      int pr = ::poll(&p, 1, static_cast<int>(left.count()));
+      if (pr < 0 && errno != EINTR) return Error::from_errno("UAPI poll");
+      continue;
+    }
     if (n < 0) {
       if (errno == EINTR) continue;
       return Error::from_errno("UAPI read");
@@ -81,24 +93,30 @@ Result<std::string> read_reply(int fd) {
     buf.append(tmp, static_cast<size_t>(n));
     OPENSSL_cleanse(tmp, static_cast<size_t>(n));
     if (buf.size() > (256u << 20)) return Error{"UAPI: reply larger than 256 MiB"};
-    auto e = buf.rfind("errno=");
-    if (e != std::string::npos && buf.size() >= 2 && buf.compare(buf.size() - 2, 2, "\n\n") == 0 &&
-        buf.find('\n', e) < buf.size())
-      return buf;
+    // Complete when it ends with "errno=N\n\n": the last line is errno=.
+    if (buf.size() >= 2 && buf.compare(buf.size() - 2, 2, "\n\n") == 0) {
+      auto prev = buf.size() >= 3 ? buf.rfind('\n', buf.size() - 3) : std::string::npos;
+      size_t line = prev == std::string::npos ? 0 : prev + 1;
+      if (buf.compare(line, 6, "errno=") == 0) return buf;
+    }
   }
 }
 
+// One connection serves the whole apply (wireguard-go answers any number of
+// get/set operations on it): no second connect, and the one that identified
+// the server (SO_PEERCRED) can be handed in.
 class UserspaceBackend : public WgBackend {
  public:
-  explicit UserspaceBackend(std::string dir) : dir_(std::move(dir)) {}
+  UserspaceBackend(std::string dir, Fd conn, std::string conn_ifname)
+      : dir_(std::move(dir)), conn_(std::move(conn)), conn_if_(std::move(conn_ifname)) {}
   Backend kind() const override { return Backend::Userspace; }
 
   Result<Device> get_device(const std::string& ifname) override {
-    auto fd = uapi_connect(dir_, ifname);
+    auto fd = conn(ifname);
     if (!fd) return fd.take_error();
-    if (auto w = write_all(fd->get(), "get=1\n\n"); !w) return w.take_error();
-    auto reply = read_reply(fd->get());
-    if (!reply) return reply.take_error();
+    if (auto w = write_all(*fd, "get=1\n\n"); !w) return drop(w.take_error());
+    auto reply = read_reply(*fd);
+    if (!reply) return drop(reply.take_error());
     auto d = uapi_parse_get(*reply);
     OPENSSL_cleanse(reply->data(), reply->size());  // it held the private key
     if (d) d->name = ifname;
@@ -106,19 +124,48 @@ class UserspaceBackend : public WgBackend {
   }
 
   Status set_device(const Device& change) override {
-    auto fd = uapi_connect(dir_, change.name);
+    if (auto s = set_device_send(change); !s) return s;
+    return set_device_finish();
+  }
+
+  // wireguard-go applies a set line by line as it reads it: after the send,
+  // the caller's own work overlaps with wireguard-go's.
+  Status set_device_send(const Device& change) override {
+    auto fd = conn(change.name);
     if (!fd) return fd.take_error();
     std::string req = uapi_set_request(change);
-    auto w = write_all(fd->get(), req);
+    auto w = write_all(*fd, req);
     OPENSSL_cleanse(req.data(), req.size());  // may hold the private key
-    if (!w) return w;
-    auto reply = read_reply(fd->get());
-    if (!reply) return reply.take_error();
+    if (!w) return drop(w.take_error());
+    return {};
+  }
+
+  Status set_device_finish() override {
+    if (!conn_.valid()) return Error{"UAPI: no set request pending"};
+    auto reply = read_reply(conn_.get());
+    if (!reply) return drop(reply.take_error());
     return uapi_parse_set_reply(*reply);
   }
 
  private:
+  Result<int> conn(const std::string& ifname) {
+    if (!conn_.valid() || ifname != conn_if_) {
+      auto fd = uapi_connect(dir_, ifname);
+      if (!fd) return fd.take_error();
+      conn_ = std::move(*fd);
+      conn_if_ = ifname;
+    }
+    return conn_.get();
+  }
+  // A failed exchange leaves the stream in an unknown state: never reuse it.
+  Error drop(Error e) {
+    conn_.reset();
+    return e;
+  }
+
   std::string dir_;
+  Fd conn_;
+  std::string conn_if_;
 };
 
 std::string pid_file(const std::string& state_dir, const std::string& ifname) {
@@ -144,8 +191,8 @@ bool process_alive(pid_t pid) {
 
 }  // namespace
 
-std::unique_ptr<WgBackend> make_userspace_backend(std::string uapi_dir) {
-  return std::make_unique<UserspaceBackend>(std::move(uapi_dir));
+std::unique_ptr<WgBackend> make_userspace_backend(std::string uapi_dir, Fd conn, std::string conn_ifname) {
+  return std::make_unique<UserspaceBackend>(std::move(uapi_dir), std::move(conn), std::move(conn_ifname));
 }
 
 bool uapi_socket_alive(const std::string& uapi_dir, const std::string& ifname) {
@@ -155,11 +202,7 @@ bool uapi_socket_alive(const std::string& uapi_dir, const std::string& ifname) {
 Result<pid_t> uapi_server_pid(const std::string& uapi_dir, const std::string& ifname) {
   auto fd = uapi_connect(uapi_dir, ifname);
   if (!fd) return fd.take_error();
-  ucred cred{};
-  socklen_t len = sizeof cred;
-  if (::getsockopt(fd->get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
-    return Error::from_errno("SO_PEERCRED on " + uapi_socket_path(uapi_dir, ifname));
-  return cred.pid;
+  return uapi_peer_pid(fd->get(), uapi_socket_path(uapi_dir, ifname));
 }
 
 Result<pid_t> start_wireguard_go(const std::string& binary, const std::string& ifname,

@@ -28,6 +28,27 @@ std::string daemon_error(const json& reply) {
   return "unknown error";
 }
 
+}  // namespace
+
+Result<std::string> raise_memlock(pid_t pid) {
+  const std::string who = "RLIMIT_MEMLOCK of pid " + std::to_string(pid);
+  rlimit unlimited{RLIM_INFINITY, RLIM_INFINITY};
+  if (::prlimit(pid, RLIMIT_MEMLOCK, &unlimited, nullptr) == 0) return std::string();
+  int e = errno;
+  rlimit cur{};
+  // Raising the hard limit needs CAP_SYS_RESOURCE, which a runtime run in a
+  // restricted sandbox may lack: then the soft limit goes up to the hard one,
+  // and the runtime log says so (the pod still gets the fabric).
+  if (e != EPERM || ::prlimit(pid, RLIMIT_MEMLOCK, nullptr, &cur) != 0)
+    return Error::from_errno("raise " + who, e);
+  cur.rlim_cur = cur.rlim_max;
+  if (::prlimit(pid, RLIMIT_MEMLOCK, &cur, nullptr) != 0) return Error::from_errno("raise " + who);
+  return who + " raised only to its hard limit (" + std::to_string(cur.rlim_max) +
+         " bytes): no CAP_SYS_RESOURCE to make it unlimited; large ibv_reg_mr calls will fail";
+}
+
+namespace {
+
 HookOutcome create_runtime(const OciState& st, const HookOptions& opt) {
   if (st.pid <= 0) return failed(1, "fabric-agent oci-hook create-runtime: OCI state has no container pid");
   if (!process_start_time(st.pid, opt.proc_root))
@@ -42,25 +63,9 @@ HookOutcome create_runtime(const OciState& st, const HookOptions& opt) {
 
   // ibv_reg_mr pins memory; under Docker's default 64 KiB-8 MiB memlock it
   // fails, and CDI has no way to say rlimits.
-  std::string warning;
-  rlimit unlimited{RLIM_INFINITY, RLIM_INFINITY};
-  if (::prlimit(st.pid, RLIMIT_MEMLOCK, &unlimited, nullptr) != 0) {
-    int e = errno;
-    rlimit cur{};
-    // Raising the hard limit needs CAP_SYS_RESOURCE, which a runtime run in
-    // a restricted sandbox may lack: then the soft limit goes up to the hard
-    // one, and the runtime log says so (the pod still gets the fabric).
-    if (e != EPERM || ::prlimit(st.pid, RLIMIT_MEMLOCK, nullptr, &cur) != 0)
-      return failed(1, "fabric-agent oci-hook create-runtime: " +
-                           Error::from_errno("raise RLIMIT_MEMLOCK of pid " + std::to_string(st.pid), e).message);
-    cur.rlim_cur = cur.rlim_max;
-    if (::prlimit(st.pid, RLIMIT_MEMLOCK, &cur, nullptr) != 0)
-      return failed(1, "fabric-agent oci-hook create-runtime: " +
-                           Error::from_errno("raise RLIMIT_MEMLOCK of pid " + std::to_string(st.pid)).message);
-    warning = "fabric-agent oci-hook create-runtime: warning: RLIMIT_MEMLOCK of pid " + std::to_string(st.pid) +
-              " raised only to its hard limit (" + std::to_string(cur.rlim_max) +
-              " bytes): no CAP_SYS_RESOURCE to make it unlimited; large ibv_reg_mr calls will fail";
-  }
+  auto raised = raise_memlock(st.pid);
+  if (!raised) return failed(1, "fabric-agent oci-hook create-runtime: " + raised.error().message);
+  std::string warning = raised->empty() ? std::string() : "fabric-agent oci-hook create-runtime: warning: " + *raised;
 
   auto reply = pod_request(opt.socket, {{"op", "register"}, {"id", st.id}, {"pid", st.pid}, {"bundle", st.bundle}});
   if (!reply) return failed(1, "fabric-agent oci-hook create-runtime: " + reply.error().message);

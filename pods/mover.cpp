@@ -10,9 +10,10 @@
 // While a pod holds the interface we keep an fd on the pod's namespace. A
 // namespace lives while anything references it, so the container's exit does
 // not destroy wg0: poststop moves it back intact (same key, same peers, no
-// wireguard-go restart). Without that fd (the daemon restarted meanwhile) the
-// namespace dies with the container, the kernel deletes the virtual link, and
-// give_back recreates it from the persisted mesh.
+// wireguard-go restart). A restarted daemon takes that fd again (adopt) for
+// every registered pod still alive. A pod that died while no daemon held its
+// namespace took the virtual link with it: give_back recreates it from the
+// persisted mesh.
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -83,6 +84,25 @@ class OverlayMover final : public WgMover {
     }
     auto r = overlay::apply(*m);
     if (!r) return r.take_error();
+    return {};
+  }
+
+  Status adopt(const PodRecord& pod) override {
+    if (pod.interface.empty()) return {};
+    std::string ns_path = "/proc/" + std::to_string(pod.pid) + "/ns/net";
+    Fd ns(::open(ns_path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!ns.valid()) return Error::from_errno("open " + ns_path);
+    // Opened first, checked second: the fd then surely names the pod's
+    // namespace, not one of a process that reused the pid in between.
+    auto st = process_start_time(pod.pid);
+    if (!st || *st != pod.start_time) return Error{"container pid " + std::to_string(pod.pid) + " exited", ESRCH};
+    struct stat a{};
+    if (::fstat(ns.get(), &a) != 0) return Error::from_errno("stat " + ns_path);
+    if (pod.netns_inode != 0 && a.st_ino != pod.netns_inode)
+      return Error{"pid " + std::to_string(pod.pid) + " is in network namespace " + std::to_string(a.st_ino) +
+                       ", not the registered " + std::to_string(pod.netns_inode),
+                   ESRCH};
+    held_[pod.id] = std::move(ns);
     return {};
   }
 

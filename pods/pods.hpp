@@ -114,6 +114,16 @@ struct HostGpus {
 // Reads device nodes under dev_root (stat; sorted by path).
 Result<HostGpus> scan_host_gpus(const std::string& dev_root);
 
+// ---------------------------------------------------------------- memlock ---
+
+// RLIMIT_MEMLOCK of `pid` -> unlimited (soft and hard), what the hook does to
+// the container's process: ibv_reg_mr pins memory and CDI cannot say rlimits.
+// Raising the hard limit needs CAP_SYS_RESOURCE; without it (EPERM) the soft
+// limit goes up to the hard one and the returned string is the warning to
+// show (empty when the limit is unlimited). Error: the pid is gone, or even
+// the soft raise failed.
+Result<std::string> raise_memlock(pid_t pid);
+
 // ------------------------------------------------------------ decisions ---
 // Each returns nullopt when the container may go on, else the one sentence
 // the runtime shows the user.
@@ -183,6 +193,12 @@ class WgMover {
   // Path of the namespace that holds the interface now, if a pod holds it
   // (for the daemon's mesh apply/show while a pod runs).
   virtual std::optional<std::string> netns_of(const std::string& pod_id) = 0;
+  // After a daemon restart: the pod registered before is still alive, so its
+  // namespace holds the interface. Take hold of that namespace again (netns_of
+  // answers for it, the container's exit no longer destroys the interface);
+  // nothing is created or moved. Error when the pid's namespace is not the
+  // registered one (pid reused, process left it).
+  virtual Status adopt(const PodRecord& pod) = 0;
 };
 
 struct ServiceDeps {
@@ -206,6 +222,12 @@ class PodService {
   nlohmann::json list();
   // Pods whose process is gone without a poststop: interface back, record removed.
   void reap();
+  // At daemon start, before anything else touches the mesh interface: every
+  // persisted registration whose pod is alive (same pid, start time and
+  // network namespace) is adopted (the mover holds its namespace again);
+  // the others are unregistered and the interface recreated on the host from
+  // the persisted mesh. Returns how many pods were adopted.
+  size_t reconcile();
   // Namespace path holding the overlay interface, when a live pod holds it.
   std::optional<std::string> interface_netns();
 

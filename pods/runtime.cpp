@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "pods/runtime.hpp"
 
+#include <algorithm>
+
 #include "common/fs.hpp"
 #include "common/log.hpp"
 
@@ -27,6 +29,10 @@ Result<std::unique_ptr<PodsRuntime>> PodsRuntime::start(PodsRuntimeOptions o) {
   rt->svc_ = std::make_unique<PodService>(std::move(*reg), std::move(d));
   rt->opt_ = std::move(o);
   PodService* svc = rt->svc_.get();
+  // Before the socket serves and before the daemon applies its mesh: a pod
+  // that kept wg0 across our restart is adopted where it is, so nothing
+  // creates a second wg0 on the host; pods gone meanwhile give it back.
+  svc->reconcile();
   auto serialize = rt->opt_.serialize;
   auto srv = PodSocketServer::start(rt->opt_.socket, [svc, serialize](const json& req) {
     if (serialize) return serialize([&] { return svc->handle(req); });
@@ -40,8 +46,25 @@ Result<std::unique_ptr<PodsRuntime>> PodsRuntime::start(PodsRuntimeOptions o) {
 
 PodsRuntime::~PodsRuntime() { srv_.reset(); }
 
-Result<std::vector<std::string>> PodsRuntime::on_discovery(const json& inspect) {
+std::vector<std::string> PodsRuntime::on_discovery(const json& inspect) {
   svc_->reap();
+  auto w = write_spec(inspect);
+  std::vector<std::string> now = w ? *w : std::vector<std::string>{"CDI spec not written: " + w.error().message};
+  // A host without a fabric has the same warning on every pass (each few
+  // seconds): the log gets its changes, the status has it always.
+  auto log = fa::logger("pods");
+  auto has = [](const std::vector<std::string>& v, const std::string& x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  };
+  for (const auto& x : now)
+    if (!has(logged_, x)) log->warn("{}{}", w ? "CDI spec: " : "", x);
+  for (const auto& x : logged_)
+    if (!has(now, x)) log->info("{}{} (cleared)", x.rfind("CDI spec", 0) == 0 ? "" : "CDI spec: ", x);
+  logged_ = now;
+  return now;
+}
+
+Result<std::vector<std::string>> PodsRuntime::write_spec(const json& inspect) {
   if (opt_.cdi_dir.empty()) return std::vector<std::string>{};
   auto uverbs = uverbs_by_hca(opt_.sysfs_root);
   if (!uverbs) return uverbs.take_error();
@@ -60,7 +83,6 @@ Result<std::vector<std::string>> PodsRuntime::on_discovery(const json& inspect) 
     auto log = fa::logger("pods");
     log->info("CDI spec {} written ({} device nodes)", *path,
               spec->doc["devices"][0]["containerEdits"]["deviceNodes"].size());
-    for (const auto& w : spec->warnings) log->warn("CDI spec: {}", w);
   }
   return spec->warnings;
 }

@@ -2,7 +2,8 @@
 // Everything the daemon (`fabric-agent run`) needs from pods/, in one object,
 // so that wiring it into agent/ is a handful of lines:
 //
-//   auto pods = pods::PodsRuntime::start({.state_dir = cfg.state_dir, ...});  // at start
+//   auto pods = pods::PodsRuntime::start({.state_dir = cfg.state_dir, ...});  // at start, before
+//                                         // the mesh is applied: it adopts the pods that hold wg0
 //   pods->on_discovery(inspect);          // after each discovery pass (CDI spec, reaping)
 //   pods->list()                          // GET /v1/pods body; "pods" of /v1/status
 //   pods->interface_netns()               // netns to pass to mesh apply/show while a pod holds wg0
@@ -42,15 +43,19 @@ class PodsRuntime {
   ~PodsRuntime();
 
   // Rewrites the CDI spec when it differs from the file (first call, discovery change, file removed),
-  // reaps pods that died without a poststop. Returns the spec's warnings.
-  Result<std::vector<std::string>> on_discovery(const nlohmann::json& inspect);
+  // reaps pods that died without a poststop. Returns the status warnings: the
+  // spec's, or why it could not be written. Each is logged once when it
+  // appears (warn) and once when it clears (info), not on every pass.
+  std::vector<std::string> on_discovery(const nlohmann::json& inspect);
   nlohmann::json list() { return svc_->list(); }
   std::optional<std::string> interface_netns() { return svc_->interface_netns(); }
   PodService& service() { return *svc_; }
 
  private:
   PodsRuntime() = default;
+  Result<std::vector<std::string>> write_spec(const nlohmann::json& inspect);
   PodsRuntimeOptions opt_;
+  std::vector<std::string> logged_;  // warnings as of the last pass, to log changes only
   std::unique_ptr<WgMover> mover_;
   std::unique_ptr<PodService> svc_;
   std::unique_ptr<PodSocketServer> srv_;

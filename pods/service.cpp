@@ -132,6 +132,35 @@ void PodService::reap_locked() {
   if (deps_.changed) deps_.changed();
 }
 
+size_t PodService::reconcile() {
+  auto log = fa::logger("pods");
+  std::lock_guard lk(mu_);
+  std::vector<PodRecord> lost;
+  size_t adopted = 0;
+  for (const auto& p : reg_.pods()) {
+    if (!pod_alive(p, deps_.proc_root)) continue;  // reap_locked below
+    Status s = deps_.mover ? deps_.mover->adopt(p) : Status{};
+    if (s) {
+      ++adopted;
+      log->info("pod {} (pid {}) still holds {} {}: adopted its network namespace", p.id, p.pid, p.interface,
+                p.address);
+    } else {
+      log->warn("pod {} (pid {}) cannot be adopted ({}): unregistering it", p.id, p.pid, s.error().message);
+      lost.push_back(p);
+    }
+  }
+  json mesh = lost.empty() ? json() : (deps_.desired_mesh ? deps_.desired_mesh() : json());
+  for (const auto& p : lost) {
+    if (deps_.mover)
+      if (auto s = deps_.mover->give_back(p, mesh); !s)
+        log->error("pod {}: {} not restored on the host: {}", p.id, p.interface, s.error().message);
+    if (auto s = reg_.remove(p.id); !s) log->error("pod {}: {}", p.id, s.error().message);
+  }
+  reap_locked();
+  if (!lost.empty() && deps_.changed) deps_.changed();
+  return adopted;
+}
+
 void PodService::reap() {
   std::lock_guard lk(mu_);
   reap_locked();

@@ -20,6 +20,7 @@ test_pkgs=(
   ibverbs-utils rdma-core
   prometheus systemd
   crun busybox-static  # tests/pods: crun runs busybox containers through the OCI hook
+  podman               # tests/pods: the same CDI spec consumed by Podman (--device fabric-agent.io/rdma=all)
   # tests/packaging: CPack's DEB (dpkg-shlibdeps) and RPM (rpmbuild)
   # generators, lintian, and a Debian 12 root made with debootstrap.
   dpkg-dev rpm rpm2cpio cpio lintian debootstrap zstd binutils

@@ -16,6 +16,8 @@
 # of the peers are real nodes with live sessions: the time of a one-peer
 # endpoint change (process wall time and the library's own elapsed_us;
 # target < 5 ms) and how many other peers had their session reset (target 0).
+# Last, the same one-peer change through a running daemon (PUT /v1/mesh with
+# curl, the control plane's path): curl's process wall and the apply's time.
 set -euo pipefail
 
 AGENT=${1:-build/agent/fabric-agent}
@@ -28,6 +30,13 @@ IF=fbm${T}a
 DIR=$(mktemp -d /tmp/fa-bench-mesh.XXXXXX)
 
 cleanup() {
+  if [ -n "${DPID:-}" ]; then
+    curl -s -m 5 -X DELETE -H "Authorization: Bearer $(cat "$DIR/token" 2>/dev/null)" \
+      "http://127.0.0.1:$DPORT/v1/mesh" >/dev/null 2>&1 || true
+    kill "$DPID" 2>/dev/null || true
+    wait "$DPID" 2>/dev/null || true
+  fi
+  ip netns exec ${NS}a "$AGENT" mesh down --interface fbm${T}d >/dev/null 2>&1 || true
   for n in a b c; do
     ip netns exec ${NS}$n "$AGENT" mesh down --interface fbm${T}$n >/dev/null 2>&1 || true
     ip netns del ${NS}$n 2>/dev/null || true
@@ -183,3 +192,59 @@ echo "  agent mesh apply (process wall): $(median <"$DIR/t1") ms median"
 echo "  agent apply() library time:      $(median <"$DIR/t1lib") ms median (target < 5 ms)"
 echo "  wg set peer ... endpoint:        $(median <"$DIR/twset") ms median"
 echo "  sessions of other peers reset:   $resets (target 0)"
+
+# The same one-peer change through the daemon, as the control plane sends it:
+# `fabric-agent run` in node a's namespace (its own interface fbm${T}d, port
+# 51821), PUT /v1/mesh with curl over the namespace's loopback. Process wall
+# of `ip netns exec curl` (the daemon is already running: no process start)
+# and the apply's own elapsed_us from the response.
+DPORT=7479
+mkdir -p "$DIR/state"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$DIR/token"
+chmod 600 "$DIR/token"
+cat >"$DIR/agent.yaml" <<YAML
+listen: 127.0.0.1:$DPORT
+state_dir: $DIR/state
+token_file: $DIR/token
+pods:
+  socket: $DIR/pods.sock
+  cdi_dir: ""
+overlay:
+  interface: fbm${T}d
+  backend: $BACKEND
+  cidr: 10.64.0.0/16
+refresh_interval: 1h
+YAML
+inA "$AGENT" run --config "$DIR/agent.yaml" >"$DIR/daemon.log" 2>&1 &
+DPID=$!
+for _ in $(seq 1 200); do
+  grep -q 'ready (generation' "$DIR/daemon.log" && break
+  kill -0 "$DPID" 2>/dev/null || { echo "daemon exited: $(tail -3 "$DIR/daemon.log")" >&2; exit 1; }
+  sleep 0.05
+done
+put_mesh() {
+  inA curl -s -m 30 -o "$2" -w '%{http_code}' -X PUT -H "Authorization: Bearer $(cat "$DIR/token")" \
+    -H 'Content-Type: application/json' --data-binary @"$1" "http://127.0.0.1:$DPORT/v1/mesh"
+}
+daemon_json() { mesh_json "$1" | sed "s/\"interface\":\"$IF\"/\"interface\":\"fbm${T}d\"/; s/\"listen_port\":51820/\"listen_port\":51821/"; }
+daemon_json "$DIR/mix" >"$DIR/d.json"
+code=$(put_mesh "$DIR/d.json" "$DIR/d.out")
+[ "$code" = 200 ] || { echo "PUT /v1/mesh answered $code: $(cat "$DIR/d.out")" >&2; exit 1; }
+: >"$DIR/td"
+: >"$DIR/tdlib"
+for ((r = 0; r < RUNS; r++)); do
+  sed "1s/ [^ ]*:5182[0-9] / 203.0.113.$((r % 200 + 1)):5182$((r % 10)) /" "$DIR/mix" >"$DIR/mix3"
+  daemon_json "$DIR/mix3" >"$DIR/d.json"
+  t0=$(now_ns)
+  code=$(put_mesh "$DIR/d.json" "$DIR/d.out")
+  t1=$(now_ns)
+  [ "$code" = 200 ] || { echo "PUT /v1/mesh answered $code: $(cat "$DIR/d.out")" >&2; exit 1; }
+  grep -q '"peers_updated": *1[,}]' "$DIR/d.out" || { echo "daemon one-peer change did not update exactly one peer: $(head -c 300 "$DIR/d.out")" >&2; exit 1; }
+  echo $((t1 - t0)) >>"$DIR/td"
+  grep -o '"elapsed_us": *[0-9]*' "$DIR/d.out" | grep -o '[0-9]*$' | awk '{print $1*1000}' >>"$DIR/tdlib"
+  cp "$DIR/mix3" "$DIR/mix"
+done
+echo
+echo "the same change through the daemon (PUT /v1/mesh, 250 peers, $RUNS changes):"
+echo "  curl PUT /v1/mesh (process wall): $(median <"$DIR/td") ms median"
+echo "  daemon apply() library time:      $(median <"$DIR/tdlib") ms median"

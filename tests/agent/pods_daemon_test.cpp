@@ -20,10 +20,13 @@
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <functional>
+#include <thread>
 
 #include "../overlay/netns_helpers.hpp"
 #include "agent_process.hpp"
 #include "common/fs.hpp"
+#include "overlay/overlay.hpp"
 #include "pods/pods.hpp"
 
 using fa::test::AgentProcess;
@@ -175,4 +178,138 @@ TEST_CASE("daemon: CDI spec at start, oci-hook registers a pod, /v1/pods and /v1
   CHECK(un.rc == 0);
   CHECK(get("/v1/pods")["pods"].empty());
   CHECK(fa_test::run("ip -4 addr show dev " + ifn).out.find("10.42.0.1/24") != std::string::npos);
+}
+
+// A daemon killed (-9) and restarted while a pod's network namespace holds
+// the mesh interface: the restarted daemon finds the pod again from
+// <state_dir>/pods.json (pid + start time + netns inode), adopts the
+// interface where it is (no second one on the host, one wireguard-go) and
+// the pod still pings its peer over it. Then killed again, the pod dies while
+// no daemon holds its namespace (the kernel deletes the interface with it):
+// the next start unregisters the pod and recreates the interface on the host
+// from the persisted mesh, and the host pings the peer.
+TEST_CASE("daemon: kill -9 and restart while a pod holds wg0 adopts it there, a pod gone meanwhile is released",
+          "[netns]") {
+  REQUIRE(::unshare(CLONE_NEWNET) == 0);
+  REQUIRE(fa_test::run("ip link set lo up").rc == 0);
+  TempDir dir;
+  const std::string tag = fa_test::tag();
+  const std::string ifn = "fwr" + tag, peer_if = "fwq" + tag, peer_ns = "fa-prp-" + tag;
+  const int pa = 20000 + ::getpid() % 20000, pb = pa + 20000;
+  const std::string dev = dir.path + "/dev";
+  fs::create_directories(dev + "/infiniband");
+  mknod_c(dev + "/infiniband/rdma_cm", 10, 58);  // no GPUs: any container is "whole machine"
+
+  AgentProcess agent(dir.path, "sysfs_root: " + std::string(FA_FIXTURES_DIR) + "/a-ib-8gpu\n" +
+                                   "overlay:\n  backend: userspace\n  interface: " + ifn + "\n" +
+                                   "pods:\n  socket: " + dir.path + "/pods.sock\n  cdi_dir: " + dir.path +
+                                   "/cdi\n  dev_root: " + dev + "\nrefresh_interval: 1h\n");
+  auto auth = [&] { return "-H 'Authorization: Bearer " + agent.token() + "'"; };
+  auto get = [&](const std::string& path) {
+    auto r = fa_test::run("curl -sS -f " + auth() + " " + agent.url() + path);
+    INFO(path << ": " << r.out << "\nlog:\n" << agent.log());
+    REQUIRE(r.rc == 0);
+    return json::parse(r.out);
+  };
+  struct Cleanup {
+    std::function<void()> fn;
+    ~Cleanup() { fn(); }
+  } cleanup{[&] {
+    fa_test::run("curl -s -X DELETE " + auth() + " " + agent.url() + "/v1/mesh >/dev/null");
+    agent.stop(SIGKILL);
+    (void)fa::overlay::down(ifn);
+    fa::overlay::DownOptions dn;
+    dn.netns = peer_ns;
+    (void)fa::overlay::down(peer_if, dn);
+    fa_test::run("ip netns del " + peer_ns + " 2>/dev/null");
+  }};
+
+  // The peer node: a namespace with a wireguard-go interface born here (its
+  // UDP socket on this namespace's loopback, like the daemon's).
+  auto pk = fa::overlay::generate_private_key();
+  REQUIRE(pk.ok());
+  REQUIRE(fa::write_file_atomic(dir.path + "/peer.key", fa::overlay::key_to_base64(*pk) + "\n", 0600).ok());
+  const std::string peer_pub = fa::overlay::key_to_base64(*fa::overlay::public_key_of(*pk));
+  const std::string daemon_pub = get("/v1/status")["mesh"]["public_key"].get<std::string>();
+  REQUIRE(fa_test::run("ip netns add " + peer_ns + " && ip -n " + peer_ns + " link set lo up").rc == 0);
+  json peer_mesh = {{"cluster_id", "c-" + tag}, {"interface", peer_if}, {"address", "10.42.0.2/24"},
+                    {"listen_port", pb}, {"private_key_file", dir.path + "/peer.key"}, {"netns", peer_ns},
+                    {"peers", {{{"public_key", daemon_pub}, {"endpoint", "127.0.0.1:" + std::to_string(pa)},
+                                {"allowed_ips", {"10.42.0.1/32"}}}}}};
+  {
+    auto p = fa::overlay::parse_desired(peer_mesh);
+    REQUIRE(p.ok());
+    fa::overlay::ApplyOptions o;
+    o.backend = fa::overlay::Backend::Userspace;
+    auto r = fa::overlay::apply(*p.mesh, o);
+    INFO((r.ok() ? std::string() : r.error().message));
+    REQUIRE(r.ok());
+  }
+  json mesh = {{"cluster_id", "c-" + tag}, {"interface", ifn}, {"address", "10.42.0.1/24"}, {"listen_port", pa},
+               {"peers", {{{"public_key", peer_pub}, {"endpoint", "127.0.0.1:" + std::to_string(pb)},
+                           {"allowed_ips", {"10.42.0.2/32"}}}}}};
+  fa_test::write_file(dir.path + "/mesh.json", mesh.dump());
+  auto put = fa_test::run("curl -sS -f -X PUT " + auth() + " -H 'Content-Type: application/json' --data-binary @" +
+                          dir.path + "/mesh.json " + agent.url() + "/v1/mesh");
+  INFO(put.out << "\nlog:\n" << agent.log());
+  REQUIRE(put.rc == 0);
+
+  // The pod takes wg0 through the hook.
+  auto pod = std::make_unique<Pod>();
+  fs::create_directories(dir.path + "/bundle");
+  fa_test::write_file(dir.path + "/bundle/config.json",
+                      json{{"ociVersion", "1.0.2"}, {"process", {{"env", {"PATH=/bin"}}}}}.dump());
+  json state = {{"ociVersion", "1.0.2"}, {"id", "pod-" + tag}, {"status", "created"}, {"pid", pod->pid},
+                {"bundle", dir.path + "/bundle"}};
+  fa_test::write_file(dir.path + "/state.json", state.dump());
+  auto reg = fa_test::run(abs_binary() + " oci-hook create-runtime --socket " + dir.path + "/pods.sock --dev-root " +
+                          dev + " <" + dir.path + "/state.json 2>&1");
+  INFO("hook: " << reg.out << "\nlog:\n" << agent.log());
+  REQUIRE(reg.rc == 0);
+  const std::string in_pod = "nsenter -t " + std::to_string(pod->pid) + " -n ";
+  const std::string host_has_if = "ip link show dev " + ifn + " >/dev/null 2>&1";
+  const std::string wg_procs = "pgrep -f 'wireguard-go -f " + ifn + "$' | wc -l";
+  REQUIRE(fa_test::run(in_pod + "ping -c 2 -W 5 10.42.0.2 >/dev/null 2>&1").rc == 0);
+  REQUIRE(fa_test::run(host_has_if).rc != 0);
+  json persisted = json::parse(fa_test::read_file(dir.path + "/state/pods.json"));
+  REQUIRE(persisted["pods"].size() == 1);
+  CHECK(persisted["pods"][0]["pid"] == pod->pid);
+  CHECK(persisted["pods"][0]["start_time"].get<uint64_t>() > 0);
+  CHECK(persisted["pods"][0]["netns_inode"].get<uint64_t>() > 0);
+
+  // 1. kill -9 + restart with the pod alive.
+  agent.stop(SIGKILL);
+  agent.start();
+  INFO("log:\n" << agent.log());
+  CHECK(agent.log().find("pod pod-" + tag + " (pid " + std::to_string(pod->pid) +
+                         ") still holds " + ifn) != std::string::npos);
+  CHECK(fa_test::run(host_has_if).rc != 0);          // no second interface on the host
+  CHECK(fa_test::run(wg_procs).out == "1\n");         // nor a second wireguard-go
+  CHECK(fa_test::run(in_pod + "ip -4 addr show dev " + ifn).out.find("10.42.0.1/24") != std::string::npos);
+  CHECK(fa_test::run(in_pod + "ping -c 2 -W 5 10.42.0.2 >/dev/null 2>&1").rc == 0);
+  json pods = get("/v1/pods")["pods"];
+  REQUIRE(pods.size() == 1);
+  CHECK(pods[0]["alive"] == true);
+  json m = get("/v1/mesh");
+  CHECK(!m["live"].is_null());
+  // A PUT now configures it inside the pod too, never on the host.
+  auto put2 = fa_test::run("curl -sS -f -X PUT " + auth() + " -H 'Content-Type: application/json' --data-binary @" +
+                           dir.path + "/mesh.json " + agent.url() + "/v1/mesh");
+  CHECK(put2.rc == 0);
+  CHECK(fa_test::run(host_has_if).rc != 0);
+
+  // 2. kill -9 again; the pod dies while no daemon holds its namespace.
+  agent.stop(SIGKILL);
+  pod.reset();
+  for (int i = 0; i < 50 && fa_test::run(wg_procs).out != "0\n"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // wireguard-go may outlive its tun briefly
+  agent.start();
+  CHECK(agent.log().find("pod pod-" + tag + " (pid " + std::to_string(state["pid"].get<int>()) +
+                         ") is gone without a poststop hook") != std::string::npos);
+  CHECK(get("/v1/pods")["pods"].empty());
+  CHECK(json::parse(fa_test::read_file(dir.path + "/state/pods.json"))["pods"].empty());
+  CHECK(fa_test::run("ip -4 addr show dev " + ifn).out.find("10.42.0.1/24") != std::string::npos);
+  CHECK(fa_test::run(wg_procs).out == "1\n");
+  CHECK(fa_test::run("ping -c 3 -W 5 10.42.0.2 >/dev/null 2>&1").rc == 0);
+  CHECK(fa_test::run("ip netns exec " + peer_ns + " ping -c 2 -W 5 10.42.0.1 >/dev/null 2>&1").rc == 0);
 }

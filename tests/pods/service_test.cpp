@@ -9,8 +9,12 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+
+#include <spdlog/sinks/ostream_sink.h>
 
 #include "common/fs.hpp"
+#include "common/log.hpp"
 #include "pods/pods.hpp"
 #include "pods/runtime.hpp"
 
@@ -32,6 +36,12 @@ struct RecordingMover : WgMover {
     return {};
   }
   std::optional<std::string> netns_of(const std::string& id) override { return "/ns/of/" + id; }
+  fa::Status adopt(const PodRecord& p) override {
+    calls.push_back("adopt " + p.id);
+    if (fail_adopt) return fa::Error{"other namespace", ESRCH};
+    return {};
+  }
+  bool fail_adopt = false;
 };
 
 json active_inspect() {
@@ -176,6 +186,50 @@ TEST_CASE("service: refusals and failures leave no registration") {
   CHECK(f.changes == 0);
 }
 
+TEST_CASE("service: reconcile after a restart adopts live pods and releases the others") {
+  Fixture f;
+  Child a;
+  REQUIRE(f.svc->handle(reg("a", a.pid))["ok"] == true);
+  json rec = f.persisted()["pods"][0];
+  CHECK(rec["netns_inode"].get<uint64_t>() != 0);
+  CHECK(rec["start_time"].get<uint64_t>() != 0);
+
+  SECTION("alive: adopted, still registered, the interface stays in its namespace") {
+    RecordingMover m2;
+    ServiceDeps d;
+    d.desired_mesh = [] { return mesh(); };
+    d.mover = &m2;
+    PodService svc2(*PodRegistry::load(f.dir + "/pods.json"), d);
+    CHECK(svc2.reconcile() == 1);
+    CHECK(m2.calls == std::vector<std::string>{"adopt a"});
+    CHECK(svc2.list()["pods"].size() == 1);
+    CHECK(svc2.interface_netns() == "/ns/of/a");
+  }
+  SECTION("gone while the daemon was down: unregistered, the interface recreated on the host") {
+    a.kill();
+    RecordingMover m2;
+    ServiceDeps d;
+    d.desired_mesh = [] { return mesh(); };
+    d.mover = &m2;
+    PodService svc2(*PodRegistry::load(f.dir + "/pods.json"), d);
+    CHECK(svc2.reconcile() == 0);
+    CHECK(m2.calls == std::vector<std::string>{"give_back a"});
+    CHECK(svc2.list()["pods"].empty());
+    CHECK(f.persisted()["pods"].empty());
+  }
+  SECTION("alive but not adoptable (another namespace): released") {
+    RecordingMover m2;
+    m2.fail_adopt = true;
+    ServiceDeps d;
+    d.desired_mesh = [] { return mesh(); };
+    d.mover = &m2;
+    PodService svc2(*PodRegistry::load(f.dir + "/pods.json"), d);
+    CHECK(svc2.reconcile() == 0);
+    CHECK(m2.calls == std::vector<std::string>{"adopt a", "give_back a"});
+    CHECK(f.persisted()["pods"].empty());
+  }
+}
+
 TEST_CASE("transport: request/reply over the unix socket, errors are messages") {
   char t[] = "/tmp/fa-pods-sock-XXXXXX";
   REQUIRE(::mkdtemp(t) != nullptr);
@@ -270,23 +324,57 @@ TEST_CASE("runtime: what the daemon wires, hooks register over its socket, CDI s
   REQUIRE(rt.ok());
 
   std::string spec_path = dir + "/cdi/fabric-agent.io-rdma.json";
-  REQUIRE((*rt)->on_discovery(inspect).ok());
+  // This test's dev root is /dev without RDMA nodes: the spec warns about
+  // them; those warnings are the baseline of every pass below.
+  const std::vector<std::string> base = (*rt)->on_discovery(inspect);
   json spec = json::parse(*fa::read_text_file(spec_path));
   CHECK(spec["devices"][0]["containerEdits"]["deviceNodes"].size() == 2);
   // Same discovery: the file is left alone; removed: it comes back.
   auto mtime = std::filesystem::last_write_time(spec_path);
-  REQUIRE((*rt)->on_discovery(inspect).ok());
+  CHECK((*rt)->on_discovery(inspect) == base);
   CHECK(std::filesystem::last_write_time(spec_path) == mtime);
   std::filesystem::remove(spec_path);
-  REQUIRE((*rt)->on_discovery(inspect).ok());
+  CHECK((*rt)->on_discovery(inspect) == base);
   CHECK(std::filesystem::exists(spec_path));
   // The port goes down: the spec no longer hands out its uverbs node.
   json down = inspect;
   down["fabric"]["ports"] = json::array();
-  auto w = (*rt)->on_discovery(down);
-  REQUIRE(w.ok());
+  // The pods log, captured: warnings are logged when they appear and when
+  // they clear, not on every pass.
+  std::ostringstream logged;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(logged);
+  sink->set_pattern("%l %v");
+  auto pods_log = fa::logger("pods");
+  pods_log->sinks().push_back(sink);
+  struct Unsink {
+    std::shared_ptr<spdlog::logger> l;
+    ~Unsink() { l->sinks().pop_back(); }
+  } unsink{pods_log};
+  auto count = [&](const std::string& needle) {
+    size_t n = 0;
+    std::string text = logged.str();
+    for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+    return n;
+  };
+  std::vector<std::string> w;
+  for (int pass = 0; pass < 3; ++pass) w = (*rt)->on_discovery(down);
   CHECK(json::parse(*fa::read_text_file(spec_path))["devices"][0]["containerEdits"]["deviceNodes"].size() == 1);
-  CHECK_FALSE(w->empty());
+  REQUIRE(!w.empty());
+  CHECK(w[0].find("no fabric port is ACTIVE") == 0);
+  CHECK(count("warning CDI spec: no fabric port is ACTIVE") == 1);
+  // No fabric at all: the spec cannot be built; the reason is the warning.
+  std::vector<std::string> nofab;
+  for (int pass = 0; pass < 3; ++pass) nofab = (*rt)->on_discovery(json{{"hcas", json::array()}});
+  REQUIRE(nofab.size() == 1);
+  CHECK(nofab[0].find("CDI spec not written: inspect document: `fabric'") == 0);
+  CHECK(count("warning CDI spec not written: inspect document") == 1);
+  CHECK(count("info CDI spec: no fabric port is ACTIVE") == 1);  // cleared, once
+  CHECK((*rt)->on_discovery(inspect) == base);
+  CHECK((*rt)->on_discovery(inspect) == base);
+  CHECK(count("info CDI spec not written: inspect document") == 1);
+  // Appeared once each: the no-port warning, the not-written one, and the
+  // baseline's warnings when they came back after "not written".
+  CHECK(count("warning") == 2 + base.size());
 
   Child c;
   auto r = pod_request(dir + "/pods.sock", reg("c", c.pid));
@@ -298,7 +386,7 @@ TEST_CASE("runtime: what the daemon wires, hooks register over its socket, CDI s
   CHECK((*rt)->list()["pods"][0]["id"] == "c");
   CHECK((*rt)->interface_netns() == "/ns/of/c");
   c.kill();
-  REQUIRE((*rt)->on_discovery(inspect).ok());  // reaps the dead pod
+  CHECK((*rt)->on_discovery(inspect) == base);  // reaps the dead pod
   CHECK((*rt)->list()["pods"].empty());
   CHECK(rec->calls.back() == "give_back c");
   rt->reset();
