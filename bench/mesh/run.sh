@@ -9,7 +9,7 @@
 #
 # Prints, for 250 and 1000 peers, the median time to push the whole peer set
 # onto an up interface with no peers (agent: the full `mesh apply` process,
-# i.e. parse + read + diff + set + link checks + read-back; wg: `wg setconf`),
+# i.e. parse + read + diff + set + link checks + report; wg: `wg setconf`),
 # and the ratio agent/wg (target <= 1.0); agent_lib_ms is apply()'s own
 # elapsed_us (without process start, file parsing and `ip netns exec`, which
 # the wg figure does include), to tell the two costs apart. Then, in a 250-peer mesh where two
