@@ -17,8 +17,9 @@ namespace fa::probes {
 
 Report discover(const InspectOptions& opts) {
   Report r;
-  r.hcas = read_hcas(opts.sysfs_root, r.warnings);
-  auto gpus = read_gpus(opts.sysfs_root, r.warnings);
+  SysfsScan sysfs = read_sysfs(opts.sysfs_root, r.warnings, opts.threads);
+  r.hcas = std::move(sysfs.hcas);
+  auto gpus = std::move(sysfs.gpus);
 
   NetState net;
   bool any_roce = false;

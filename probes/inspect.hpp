@@ -23,6 +23,9 @@ struct InspectOptions {
   std::vector<std::string> hcas;      // optional allow-list (config fabric.hcas)
   std::string socket_ifname = "wg0";  // NCCL_SOCKET_IFNAME (config overlay.interface)
   bool query_sm = true;               // SMInfo MAD to the SM (InfiniBand only)
+  // Threads reading sysfs (probes/sysfs_io.hpp): 0 = one per usable CPU.
+  // The report is the same for every value; 1 is for tests and comparisons.
+  unsigned threads = 0;
 };
 
 struct Gid {

@@ -1,37 +1,40 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "probes/sysfs_io.hpp"
 
-#include <limits.h>
-#include <stdlib.h>
-
+#include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
+#include <exception>
+#include <mutex>
+#include <system_error>
+#include <thread>
 
 #include "common/fd.hpp"
-#include "common/fs.hpp"
 #include "probes/logic.hpp"
 
 namespace fa::probes {
 namespace {
 
-struct Ctx {
-  std::string root;       // as given
-  std::string real_devs;  // realpath(root)/devices, for PCI paths
-  std::vector<std::string>& warnings;
-  void warn(std::string w) { warnings.push_back(std::move(w)); }
-};
+constexpr int kDirFlags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
+// Only to name a file (its canonical path) and to open below it: no
+// permission check, and a link that is not a directory behaves as its full
+// path would (reads below it fail with ENOTDIR).
+constexpr int kPathFlags = O_PATH | O_CLOEXEC;
 
 // A sysfs attribute is at most one page, and the kernel hands it over in one
-// read: one openat + one read + close per file (as rdma-core's sysfs.c),
-// relative to an open directory so that deep /sys (or fixture) paths are
-// resolved once per directory, not once per file. Larger content is an
-// error, never silently cut.
+// read: one openat + one read + close per file (as rdma-core's sysfs.c).
+// Larger content is an error, never silently cut.
 Result<std::string> read_attr(int dirfd, const std::string& dirpath, const std::string& name) {
-  auto where = [&] { return dirpath.empty() ? name : dirpath + "/" + name; };
+  auto where = [&] { return dirpath + "/" + name; };
   Fd fd(::openat(dirfd, name.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return Error::from_errno("open " + where());
   char buf[4097];
@@ -47,54 +50,107 @@ Result<std::string> read_attr(int dirfd, const std::string& dirpath, const std::
   return out;
 }
 
-Result<std::string> read_attr(const std::string& path) { return read_attr(AT_FDCWD, "", path); }
-
-// An open directory to read attributes relative to.
+// An open directory that attributes are read and listed relative to: a deep
+// /sys (or fixture) path is resolved once per directory, not once per file,
+// and a directory is opened once to be both listed and read. One that could
+// not be opened keeps its errno, and everything below it fails with that
+// errno and its full path, as opening the full path would have.
 class Dir {
  public:
-  explicit Dir(std::string p)
-      : fd_(::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)), path_(std::move(p)) {
-    if (!fd_.valid()) err_ = errno;
+  static Dir at(const std::string& path, int flags = kDirFlags) { return Dir(AT_FDCWD, path, path, flags); }
+  Dir sub(const std::string& rel, int flags = kDirFlags) const {
+    std::string p = path_ + "/" + rel;
+    if (!fd_.valid()) return Dir(err_, std::move(p));
+    return Dir(fd_.get(), rel, std::move(p), flags);
   }
+
+  bool ok() const { return fd_.valid(); }
+  int fd() const { return fd_.get(); }
+  const std::string& path() const { return path_; }
+
   Result<std::string> read(const std::string& name) const {
     if (!fd_.valid()) return Error::from_errno("open " + path_ + "/" + name, err_);
     return read_attr(fd_.get(), path_, name);
   }
 
+  // Names without "." and "..", sorted (what fa::list_dir returns), read
+  // with getdents64 on this directory's own descriptor. Once per Dir: the
+  // descriptor's offset stays at the end.
+  Result<std::vector<std::string>> list() const {
+    if (!fd_.valid()) return Error::from_errno("opendir " + path_, err_);
+    std::vector<std::string> names;
+    alignas(dirent64) char buf[32768];
+    for (;;) {
+      ssize_t n = ::getdents64(fd_.get(), buf, sizeof buf);
+      if (n < 0) return Error::from_errno("readdir " + path_);
+      if (n == 0) break;
+      for (ssize_t off = 0; off < n;) {
+        const auto* e = reinterpret_cast<const dirent64*>(buf + off);
+        off += e->d_reclen;
+        std::string_view name(e->d_name);
+        if (name != "." && name != "..") names.emplace_back(name);
+      }
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
  private:
+  Dir(int at, const std::string& rel, std::string path, int flags)
+      : fd_(::openat(at, rel.c_str(), flags)), path_(std::move(path)) {
+    if (!fd_.valid()) err_ = errno;
+  }
+  Dir(int err, std::string path) : path_(std::move(path)), err_(err) {}
+
   Fd fd_;
   std::string path_;
   int err_ = 0;
+};
+
+// Canonical path of an open file, what realpath() returns for it, from one
+// readlink of /proc/self/fd/N: glibc's realpath() readlinks every component
+// (~25 calls for a PCI device path). Where /proc is not mounted, realpath().
+std::string real_path(const Dir& d) {
+  if (!d.ok()) return {};
+  char link[32];
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", d.fd());
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink(link, buf, sizeof buf);
+  if (n > 0 && static_cast<size_t>(n) < sizeof buf && buf[0] == '/') return std::string(buf, static_cast<size_t>(n));
+  if (!::realpath(d.path().c_str(), buf)) return {};
+  return buf;
+}
+
+// What one work item (an HCA, or the PCI scan) needs: the shared, read-only
+// real path of <root>/devices, and its own warnings.
+struct Ctx {
+  const std::string& real_devs;
+  std::vector<std::string>& warnings;
+  void warn(std::string w) { warnings.push_back(std::move(w)); }
 };
 
 bool is_number(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-std::string real_path(const std::string& p) {
-  char buf[PATH_MAX];
-  if (!::realpath(p.c_str(), buf)) return {};
-  return buf;
-}
-
 // Optional attribute: missing -> "", unreadable -> warning.
-std::string read_opt(Ctx& c, const std::string& path) {
-  auto r = read_attr(path);
+std::string read_opt(Ctx& c, const Dir& d, const std::string& name) {
+  auto r = d.read(name);
   if (r) return *r;
   if (r.error().sys_errno != ENOENT) c.warn(r.error().message);
   return {};
 }
 
 // Required attribute: any failure is a warning.
-std::optional<std::string> read_req(Ctx& c, const std::string& path) {
-  auto r = read_attr(path);
+std::optional<std::string> read_req(Ctx& c, const Dir& d, const std::string& name) {
+  auto r = d.read(name);
   if (r) return *r;
   c.warn(r.error().message);
   return std::nullopt;
 }
 
-std::optional<int> read_numa(Ctx& c, const std::string& path) {
-  auto r = read_attr(path);
+std::optional<int> read_numa(Ctx& c, const Dir& d, const std::string& name) {
+  auto r = d.read(name);
   if (!r) {
     if (r.error().sys_errno != ENOENT) c.warn(r.error().message);
     return std::nullopt;
@@ -103,33 +159,33 @@ std::optional<int> read_numa(Ctx& c, const std::string& path) {
   const std::string& s = *r;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || p != s.data() + s.size() || v < -1) {
-    c.warn(path + ": not a NUMA node number: '" + s + "'");
+    c.warn(d.path() + "/" + name + ": not a NUMA node number: '" + s + "'");
     return std::nullopt;
   }
   if (v < 0) return std::nullopt;  // -1: no NUMA affinity reported
   return v;
 }
 
-// PCI function behind a sysfs device link: its address and its path below
-// devices/ (the chain of bridges NCCL's topology search walks).
-void read_pci(Ctx& c, const std::string& device_link, std::string& pci, std::string& pci_path) {
-  std::string rp = real_path(device_link);
+// PCI function behind a sysfs device link (opened with kPathFlags): its
+// address and its path below devices/ (the chain of bridges NCCL's topology
+// search walks).
+void read_pci(Ctx& c, const Dir& device, std::string& pci, std::string& pci_path) {
+  std::string rp = real_path(device);
   if (rp.empty()) return;
-  if (!c.real_devs.empty() && rp.rfind(c.real_devs + "/", 0) == 0)
-    pci_path = rp.substr(c.real_devs.size() + 1);
+  if (!c.real_devs.empty() && rp.rfind(c.real_devs + "/", 0) == 0) pci_path = rp.substr(c.real_devs.size() + 1);
   std::string base = rp.substr(rp.rfind('/') + 1);
   // 0000:03:00.0
   if (base.size() == 12 && base[4] == ':' && base[7] == ':' && base[10] == '.') pci = base;
 }
 
-void read_counters(Ctx& c, const std::string& dir, std::map<std::string, uint64_t>& out) {
-  auto names = list_dir(dir);
+void read_counters(Ctx& c, const Dir& port, const char* sub, std::map<std::string, uint64_t>& out) {
+  Dir d = port.sub(sub);
+  auto names = d.list();
   if (!names) {
     if (names.error().sys_errno != ENOENT) c.warn(names.error().message);
     return;
   }
   std::vector<std::string> bad;
-  Dir d(dir);
   for (const auto& n : *names) {
     auto r = d.read(n);
     if (!r) {
@@ -141,18 +197,18 @@ void read_counters(Ctx& c, const std::string& dir, std::map<std::string, uint64_
       bad.push_back(n + " ('" + r->substr(0, 32) + "')");
       continue;
     }
-    out[n] = *v;
+    out.emplace_hint(out.end(), n, *v);  // names come sorted
   }
   if (!bad.empty()) {
     std::string s;
     for (const auto& b : bad) s += (s.empty() ? "" : ", ") + b;
-    c.warn(dir + ": counters not read: " + s);
+    c.warn(d.path() + ": counters not read: " + s);
   }
 }
 
-void read_gids(Ctx& c, const std::string& pdir, Port& port) {
-  std::string gdir = pdir + "/gids";
-  auto names = list_dir(gdir);
+void read_gids(Ctx& c, const Dir& pd, Port& port) {
+  Dir gids = pd.sub("gids");
+  auto names = gids.list();
   if (!names) {
     c.warn(names.error().message);
     return;
@@ -161,7 +217,7 @@ void read_gids(Ctx& c, const std::string& pdir, Port& port) {
   for (const auto& n : *names)
     if (is_number(n) && n.size() < 6) idx.push_back(std::stoi(n));
   std::sort(idx.begin(), idx.end());
-  Dir gids(gdir), types(pdir + "/gid_attrs/types"), ndevs(pdir + "/gid_attrs/ndevs");
+  Dir types = pd.sub("gid_attrs/types"), ndevs = pd.sub("gid_attrs/ndevs");
   for (int i : idx) {
     std::string n = std::to_string(i);
     auto g = gids.read(n);
@@ -171,163 +227,255 @@ void read_gids(Ctx& c, const std::string& pdir, Port& port) {
       continue;
     }
     if (!is_valid_gid(*g)) {
-      c.warn(gdir + "/" + n + ": not a GID: '" + g->substr(0, 48) + "'");
+      c.warn(gids.path() + "/" + n + ": not a GID: '" + g->substr(0, 48) + "'");
       continue;
     }
     if (is_zero_gid(*g)) continue;  // empty slot
     Gid gid;
     gid.index = i;
-    gid.gid = *g;
+    gid.gid = std::move(*g);
     auto t = types.read(n);
     if (t && (*t == "IB/RoCE v1" || *t == "RoCE v2")) {
-      gid.type = *t;
+      gid.type = std::move(*t);
     } else if (t) {
-      c.warn(pdir + "/gid_attrs/types/" + n + ": unknown GID type '" + t->substr(0, 32) + "'");
+      c.warn(types.path() + "/" + n + ": unknown GID type '" + t->substr(0, 32) + "'");
     } else {
-      c.warn(pdir + "/gid_attrs/types/" + n + ": GID " + n + " is set but its type is unreadable (" +
+      c.warn(types.path() + "/" + n + ": GID " + n + " is set but its type is unreadable (" +
              std::strerror(t.error().sys_errno) + ")");
     }
     auto nd = ndevs.read(n);
-    if (nd) gid.netdev = *nd;
+    if (nd) gid.netdev = std::move(*nd);
     port.gids.push_back(std::move(gid));
   }
 }
 
-std::string port_netdev(Ctx& c, const std::string& hdir, const Port& p) {
+std::string port_netdev(const Dir& hd, const Port& p) {
   for (const auto& g : p.gids)
     if (g.index == 0 && !g.netdev.empty()) return g.netdev;
   // Soft-RoCE (rxe, siw) names its netdev in `parent`.
-  if (auto r = read_attr(hdir + "/parent"); r && !r->empty()) return *r;
+  if (auto r = hd.read("parent"); r && !r->empty()) return *r;
   // mlx5 and others: the PCI function's net/ entries, matched by dev_port.
-  auto nets = list_dir(hdir + "/device/net");
+  Dir net = hd.sub("device/net");
+  auto nets = net.list();
   if (nets) {
     for (const auto& n : *nets) {
-      auto dp = read_attr(hdir + "/device/net/" + n + "/dev_port");
+      auto dp = net.read(n + "/dev_port");
       auto v = dp ? parse_uint(*dp) : std::nullopt;
       if (!dp || (v && static_cast<int>(*v) == p.port - 1)) return n;
     }
   }
-  (void)c;
   return {};
 }
 
-Port read_port(Ctx& c, const std::string& hdir, const std::string& pname) {
-  std::string pd = hdir + "/ports/" + pname;
+Port read_port(Ctx& c, const Dir& hd, const Dir& ports, const std::string& pname) {
+  Dir pd = ports.sub(pname);
+  const std::string& pp = pd.path();
   Port p;
   p.port = std::stoi(pname);
-  if (auto s = read_req(c, pd + "/state")) {
+  if (auto s = read_req(c, pd, "state")) {
     if (auto v = parse_numbered_state(*s))
       p.state = v->second;
     else
-      c.warn(pd + "/state: expected '<n>: <NAME>' like '4: ACTIVE', got '" + s->substr(0, 32) + "'");
+      c.warn(pp + "/state: expected '<n>: <NAME>' like '4: ACTIVE', got '" + s->substr(0, 32) + "'");
   }
-  if (auto s = read_req(c, pd + "/phys_state")) {
+  if (auto s = read_req(c, pd, "phys_state")) {
     if (auto v = parse_numbered_state(*s))
       p.phys_state = v->second;
     else
-      c.warn(pd + "/phys_state: expected '<n>: <Name>' like '5: LinkUp', got '" + s->substr(0, 32) + "'");
+      c.warn(pp + "/phys_state: expected '<n>: <Name>' like '5: LinkUp', got '" + s->substr(0, 32) + "'");
   }
-  if (auto s = read_req(c, pd + "/link_layer")) {
+  if (auto s = read_req(c, pd, "link_layer")) {
     if (*s == "InfiniBand" || *s == "Ethernet")
       p.link_layer = *s;
     else
-      c.warn(pd + "/link_layer: expected InfiniBand or Ethernet, got '" + s->substr(0, 32) + "'");
+      c.warn(pp + "/link_layer: expected InfiniBand or Ethernet, got '" + s->substr(0, 32) + "'");
   }
-  if (auto s = read_req(c, pd + "/rate")) {
+  if (auto s = read_req(c, pd, "rate")) {
     p.rate_gbps = parse_rate_gbps(*s);
-    if (!p.rate_gbps) c.warn(pd + "/rate: expected '<n> Gb/sec (...)', got '" + s->substr(0, 32) + "'");
+    if (!p.rate_gbps) c.warn(pp + "/rate: expected '<n> Gb/sec (...)', got '" + s->substr(0, 32) + "'");
   }
   for (auto [file, dst] : {std::pair{"lid", &p.lid}, std::pair{"sm_lid", &p.sm_lid}}) {
-    if (auto s = read_req(c, pd + "/" + file)) {
+    if (auto s = read_req(c, pd, file)) {
       *dst = parse_uint(*s);
       if (!*dst || **dst > 0xffff) {
-        c.warn(pd + "/" + file + ": expected a 16-bit LID like 0x1a, got '" + s->substr(0, 32) + "'");
+        c.warn(pp + "/" + file + ": expected a 16-bit LID like 0x1a, got '" + s->substr(0, 32) + "'");
         *dst = std::nullopt;
       }
     }
   }
   read_gids(c, pd, p);
   if (p.link_layer == "Ethernet") {
-    p.netdev = port_netdev(c, hdir, p);
-    if (p.netdev.empty()) c.warn(pd + ": RoCE port without a netdev (no GID 0 ndev, parent or device/net)");
+    p.netdev = port_netdev(hd, p);
+    if (p.netdev.empty()) c.warn(pp + ": RoCE port without a netdev (no GID 0 ndev, parent or device/net)");
   }
-  read_counters(c, pd + "/counters", p.counters);
-  read_counters(c, pd + "/hw_counters", p.hw_counters);
+  read_counters(c, pd, "counters", p.counters);
+  read_counters(c, pd, "hw_counters", p.hw_counters);
   return p;
 }
 
-}  // namespace
-
-std::vector<Hca> read_hcas(const std::string& root, std::vector<std::string>& warnings) {
-  Ctx c{root, "", warnings};
-  if (auto r = real_path(root); !r.empty()) c.real_devs = r + "/devices";
-  std::vector<Hca> out;
-  std::string cls = root + "/class/infiniband";
-  auto names = list_dir(cls);
-  if (!names) {
-    if (names.error().sys_errno != ENOENT) c.warn(names.error().message);
-    return out;  // no RDMA stack loaded: no HCAs
+Hca read_hca(Ctx& c, const Dir& cls, const std::string& name) {
+  Dir hd = cls.sub(name);
+  Hca h;
+  h.name = name;
+  if (auto g = read_req(c, hd, "node_guid")) {
+    if (g->size() == 19 && is_valid_gid(*g + ":0000:0000:0000:0000"))
+      h.node_guid = *g;
+    else
+      c.warn(hd.path() + "/node_guid: expected xxxx:xxxx:xxxx:xxxx, got '" + g->substr(0, 32) + "'");
   }
-  for (const auto& name : *names) {
-    std::string hd = cls + "/" + name;
-    Hca h;
-    h.name = name;
-    if (auto g = read_req(c, hd + "/node_guid")) {
-      if (g->size() == 19 && is_valid_gid(*g + ":0000:0000:0000:0000"))
-        h.node_guid = *g;
-      else
-        c.warn(hd + "/node_guid: expected xxxx:xxxx:xxxx:xxxx, got '" + g->substr(0, 32) + "'");
-    }
-    h.fw_ver = read_opt(c, hd + "/fw_ver");
-    h.board_id = read_opt(c, hd + "/board_id");
-    read_pci(c, hd + "/device", h.pci, h.pci_path);
-    if (!h.pci.empty()) h.numa_node = read_numa(c, hd + "/device/numa_node");
-    auto ports = list_dir(hd + "/ports");
-    if (!ports) {
-      c.warn(ports.error().message);
-    } else {
-      std::vector<std::string> pn;
-      for (const auto& p : *ports)
-        if (is_number(p) && p.size() < 4) pn.push_back(p);
-      std::sort(pn.begin(), pn.end(), [](const auto& a, const auto& b) { return natural_less(a, b); });
-      for (const auto& p : pn) h.ports.push_back(read_port(c, hd, p));
-      if (pn.empty()) c.warn(hd + "/ports: no ports");
-    }
-    out.push_back(std::move(h));
+  h.fw_ver = read_opt(c, hd, "fw_ver");
+  h.board_id = read_opt(c, hd, "board_id");
+  Dir dev = hd.sub("device", kPathFlags);
+  read_pci(c, dev, h.pci, h.pci_path);
+  if (!h.pci.empty()) h.numa_node = read_numa(c, dev, "numa_node");
+  Dir ports = hd.sub("ports");
+  auto pl = ports.list();
+  if (!pl) {
+    c.warn(pl.error().message);
+  } else {
+    std::vector<std::string> pn;
+    for (const auto& p : *pl)
+      if (is_number(p) && p.size() < 4) pn.push_back(p);
+    std::sort(pn.begin(), pn.end(), [](const auto& a, const auto& b) { return natural_less(a, b); });
+    for (const auto& p : pn) h.ports.push_back(read_port(c, hd, ports, p));
+    if (pn.empty()) c.warn(hd.path() + "/ports: no ports");
   }
-  std::sort(out.begin(), out.end(), [](const Hca& a, const Hca& b) { return natural_less(a.name, b.name); });
-  return out;
+  return h;
 }
 
-std::vector<GpuDevice> read_gpus(const std::string& root, std::vector<std::string>& warnings) {
-  Ctx c{root, "", warnings};
-  if (auto r = real_path(root); !r.empty()) c.real_devs = r + "/devices";
+std::vector<GpuDevice> scan_gpus(Ctx& c, const std::string& root) {
   std::vector<GpuDevice> out;
-  std::string dir = root + "/bus/pci/devices";
-  auto names = list_dir(dir);
+  Dir dir = Dir::at(root + "/bus/pci/devices");
+  auto names = dir.list();
   if (!names) {
     if (names.error().sys_errno != ENOENT) c.warn(names.error().message);
     return out;
   }
   for (const auto& n : *names) {
-    std::string d = dir + "/" + n;
-    auto vendor = read_attr(d + "/vendor");
-    auto cls = read_attr(d + "/class");
+    // Two attributes of every PCI function: read through the bus/pci link
+    // rather than opening each function's directory for them.
+    auto vendor = dir.read(n + "/vendor");
+    auto cls = dir.read(n + "/class");
     if (!vendor || !cls) continue;  // not every entry is worth a warning; GPUs are checked below
     std::string v = gpu_vendor(*vendor, *cls);
     if (v.empty()) continue;
     GpuDevice g;
     g.vendor = v;
-    auto dev = read_req(c, d + "/device");
+    auto dev = read_req(c, dir, n + "/device");
     g.device_id = dev ? *dev : "unknown";
     g.model = gpu_model(*vendor, g.device_id);
+    Dir d = dir.sub(n, kPathFlags);
     read_pci(c, d, g.pci, g.pci_path);
     if (g.pci.empty()) g.pci = n;
-    g.numa_node = read_numa(c, d + "/numa_node");
+    g.numa_node = read_numa(c, d, "numa_node");
     out.push_back(std::move(g));
   }
   std::sort(out.begin(), out.end(), [](const GpuDevice& a, const GpuDevice& b) { return a.pci < b.pci; });
   return out;
+}
+
+// CPUs this process may run on (taskset, cpuset), at least 1.
+unsigned usable_cpus() {
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// Runs job(i) for every i in [0, n) on up to `threads` threads, this one
+// included, each claiming the next item from a shared counter. A thread that
+// cannot be started (EAGAIN under a pids limit) leaves its share to the
+// others. The first exception a job throws is rethrown here, after every
+// thread has stopped.
+template <class Job>
+void run_items(size_t n, unsigned threads, const Job& job) {
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::exception_ptr failed;
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) {
+      try {
+        job(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!failed) failed = std::current_exception();
+        next.store(n);
+      }
+    }
+  };
+  struct Pool {
+    std::vector<std::thread> threads;
+    ~Pool() {
+      for (auto& t : threads) t.join();
+    }
+  } pool;
+  pool.threads.reserve(threads);
+  for (unsigned t = 1; t < threads && t < n; ++t) {
+    try {
+      pool.threads.emplace_back(worker);
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
+  worker();
+  for (auto& t : pool.threads) t.join();
+  pool.threads.clear();
+  if (failed) std::rethrow_exception(failed);
+}
+
+SysfsScan scan(const std::string& root, std::vector<std::string>& warnings, unsigned threads, bool want_hcas,
+               bool want_gpus) {
+  SysfsScan out;
+  const std::string real_devs = [&] {
+    std::string r = real_path(Dir::at(root, kPathFlags));
+    return r.empty() ? r : r + "/devices";
+  }();
+  Ctx top{real_devs, warnings};
+
+  std::vector<std::string> names;
+  Dir cls = Dir::at(root + "/class/infiniband");
+  if (want_hcas) {
+    auto l = cls.list();
+    if (l)
+      names = std::move(*l);
+    else if (l.error().sys_errno != ENOENT)
+      top.warn(l.error().message);  // else: no RDMA stack loaded, no HCAs
+  }
+
+  // Items 0..n-1 are the HCAs in listing order, item n the PCI scan; each
+  // keeps its own warnings, appended below in item order, so neither the
+  // report nor the warnings depend on which thread read what.
+  const size_t n_hcas = names.size();
+  const size_t items = n_hcas + (want_gpus ? 1 : 0);
+  std::vector<Hca> hcas(n_hcas);
+  std::vector<std::vector<std::string>> item_warnings(items);
+  if (threads == 0) threads = usable_cpus();
+  run_items(items, threads, [&](size_t i) {
+    Ctx c{real_devs, item_warnings[i]};
+    if (i < n_hcas)
+      hcas[i] = read_hca(c, cls, names[i]);
+    else
+      out.gpus = scan_gpus(c, root);
+  });
+  for (auto& w : item_warnings)
+    for (auto& s : w) warnings.push_back(std::move(s));
+
+  std::sort(hcas.begin(), hcas.end(), [](const Hca& a, const Hca& b) { return natural_less(a.name, b.name); });
+  out.hcas = std::move(hcas);
+  return out;
+}
+
+}  // namespace
+
+SysfsScan read_sysfs(const std::string& root, std::vector<std::string>& warnings, unsigned threads) {
+  return scan(root, warnings, threads, true, true);
+}
+
+std::vector<Hca> read_hcas(const std::string& root, std::vector<std::string>& warnings, unsigned threads) {
+  return scan(root, warnings, threads, true, false).hcas;
+}
+
+std::vector<GpuDevice> read_gpus(const std::string& root, std::vector<std::string>& warnings) {
+  return scan(root, warnings, 1, false, true).gpus;
 }
 
 }  // namespace fa::probes
