@@ -31,7 +31,8 @@ DIR=$(mktemp -d /tmp/fa-bench-mesh.XXXXXX)
 
 cleanup() {
   if [ -n "${DPID:-}" ]; then
-    curl -s -m 5 -X DELETE -H "Authorization: Bearer $(cat "$DIR/token" 2>/dev/null)" \
+    # The daemon listens on namespace a's loopback: ask it there.
+    ip netns exec ${NS}a curl -s -m 5 -X DELETE -H "Authorization: Bearer $(cat "$DIR/token" 2>/dev/null)" \
       "http://127.0.0.1:$DPORT/v1/mesh" >/dev/null 2>&1 || true
     kill "$DPID" 2>/dev/null || true
     wait "$DPID" 2>/dev/null || true
@@ -215,7 +216,9 @@ overlay:
   cidr: 10.64.0.0/16
 refresh_interval: 1h
 YAML
-inA "$AGENT" run --config "$DIR/agent.yaml" >"$DIR/daemon.log" 2>&1 &
+# Not through inA: a backgrounded shell function is a subshell, and $! would
+# be that subshell, not the agent (`ip netns exec` execs the command).
+ip netns exec ${NS}a "$AGENT" run --config "$DIR/agent.yaml" >"$DIR/daemon.log" 2>&1 &
 DPID=$!
 for _ in $(seq 1 200); do
   grep -q 'ready (generation' "$DIR/daemon.log" && break
