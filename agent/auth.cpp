@@ -3,7 +3,6 @@
 
 #include <fcntl.h>
 #include <openssl/crypto.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 
 #include "common/fd.hpp"
 #include "common/fs.hpp"
+#include "common/random.hpp"
 
 namespace fa::agent {
 
@@ -28,21 +28,6 @@ void Token::wipe() noexcept {
 bool Token::matches(std::string_view presented) const {
   if (secret_.empty() || presented.size() != secret_.size()) return false;
   return CRYPTO_memcmp(presented.data(), secret_.data(), secret_.size()) == 0;
-}
-
-Status random_bytes(unsigned char* out, size_t n) {
-  // The kernel's CSPRNG directly: what OpenSSL's RAND_bytes seeds from, without
-  // initialising OpenSSL's provider machinery in a daemon that needs no crypto.
-  size_t got = 0;
-  while (got < n) {
-    ssize_t r = ::getrandom(out + got, n - got, 0);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return Error::from_errno("getrandom");
-    }
-    got += static_cast<size_t>(r);
-  }
-  return {};
 }
 
 namespace {
@@ -67,19 +52,15 @@ Result<LoadedToken> load_or_create_token(const std::string& path, bool create) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     if (errno != ENOENT || !create) return Error::from_errno("token file " + path);
-    unsigned char raw[32];
-    if (Status r = random_bytes(raw, sizeof raw); !r) return Error{"token: " + r.error().message, r.error().sys_errno};
-    static const char* hex = "0123456789abcdef";
-    std::string secret;
-    for (unsigned char c : raw) {
-      secret += hex[c >> 4];
-      secret += hex[c & 15];
+    auto secret = random_hex(32);
+    if (!secret) return Error{"token: " + secret.error().message, secret.error().sys_errno};
+    Status w = write_file_atomic(path, *secret + "\n", 0600);
+    if (!w) {
+      OPENSSL_cleanse(secret->data(), secret->size());
+      return Error{"token file: " + w.error().message, w.error().sys_errno};
     }
-    OPENSSL_cleanse(raw, sizeof raw);
-    Status w = write_file_atomic(path, secret + "\n", 0600);
-    if (!w) return Error{"token file: " + w.error().message, w.error().sys_errno};
-    out.token = Token::from_secret(secret);
-    OPENSSL_cleanse(secret.data(), secret.size());
+    out.token = Token::from_secret(*secret);
+    OPENSSL_cleanse(secret->data(), secret->size());
     out.created = true;
     return out;
   }

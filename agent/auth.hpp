@@ -49,10 +49,6 @@ Result<LoadedToken> load_or_create_token(const std::string& path, bool create);
 // Reads a token file for a client (`status`, `cluster form`): the first line, trimmed.
 Result<std::string> read_token_secret(const std::string& path);
 
-// Fills `out` from the kernel's CSPRNG (getrandom(2)), blocking only until
-// the pool is initialised at boot.
-Status random_bytes(unsigned char* out, size_t n);
-
 enum class AuthResult { Ok, Missing, Wrong };
 
 // Checks an Authorization header value: "Bearer <token>". Anything else

@@ -9,7 +9,6 @@
 //   4. PUT /v1/mesh to every agent with all the others as peers;
 //   5. wait until every agent reports a recent handshake with every peer.
 #include <arpa/inet.h>
-#include <openssl/rand.h>
 
 #include <chrono>
 #include <cstdio>
@@ -21,6 +20,7 @@
 #include "agent/cli.hpp"
 #include "agent/client.hpp"
 #include "common/cli.hpp"
+#include "common/random.hpp"
 
 namespace fa::agent {
 
@@ -241,11 +241,9 @@ int cmd_cluster(const std::vector<std::string>& argv_in) {
   for (size_t i = 0; i < nodes.size(); ++i) nodes[i].address = (*addrs)[i];
   std::string cluster_id = args->get_or("cluster-id", "");
   if (cluster_id.empty()) {
-    unsigned char raw[4];
-    RAND_bytes(raw, sizeof raw);
-    char buf[16];
-    std::snprintf(buf, sizeof buf, "c-%02x%02x%02x%02x", raw[0], raw[1], raw[2], raw[3]);
-    cluster_id = buf;
+    unsigned char raw[4]{};
+    (void)random_bytes(raw, sizeof raw);  // as before: an id, not a secret
+    cluster_id = "c-" + to_hex(raw, sizeof raw);
   }
 
   // 4. PUT every mesh.

@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "agent/auth.hpp"
 #include "agent/rdma_service.hpp"
 #include "common/log.hpp"
+#include "common/random.hpp"
 
 namespace fa::agent {
 
@@ -15,18 +15,11 @@ using nlohmann::json;
 namespace {
 
 std::string random_instance() {
+  if (auto r = random_hex(6)) return *r;
   unsigned char raw[6];
-  if (!random_bytes(raw, sizeof raw)) {
-    auto t = std::chrono::steady_clock::now().time_since_epoch().count();
-    std::memcpy(raw, &t, sizeof raw);
-  }
-  static const char* hex = "0123456789abcdef";
-  std::string s;
-  for (unsigned char c : raw) {
-    s += hex[c >> 4];
-    s += hex[c & 15];
-  }
-  return s;
+  auto t = std::chrono::steady_clock::now().time_since_epoch().count();
+  std::memcpy(raw, &t, sizeof raw);
+  return to_hex(raw, sizeof raw);
 }
 
 // The status copy of the inspect document: counters move all the time and

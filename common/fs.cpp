@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -91,6 +92,18 @@ Status write_file_atomic(const std::string& path, std::string_view data, unsigne
   }
   Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dfd.valid()) ::fsync(dfd.get());
+  return {};
+}
+
+Status send_all(int fd, std::string_view data, const std::string& what) {
+  while (!data.empty()) {
+    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Error::from_errno(what);
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
   return {};
 }
 

@@ -27,4 +27,9 @@ Result<std::string> read_link(const std::string& path);
 // fsync the directory. mode applies to the new file.
 Status write_file_atomic(const std::string& path, std::string_view data, unsigned mode = 0644);
 
+// Sends all of `data` on a connected socket, retrying short sends and EINTR;
+// MSG_NOSIGNAL, so a peer that went away is an EPIPE error, not a SIGPIPE.
+// The error reads "<what>: <strerror>".
+Status send_all(int fd, std::string_view data, const std::string& what);
+
 }  // namespace fa

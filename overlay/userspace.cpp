@@ -53,18 +53,6 @@ Result<pid_t> uapi_peer_pid(int fd, const std::string& what) {
 
 namespace {
 
-Status write_all(int fd, std::string_view s) {
-  while (!s.empty()) {
-    ssize_t n = ::send(fd, s.data(), s.size(), MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Error::from_errno("UAPI write");
-    }
-    s.remove_prefix(static_cast<size_t>(n));
-  }
-  return {};
-}
-
 // Reads one reply: ends with "\n\n" after an errno= line. Bounded in time and
 // size so a wedged wireguard-go cannot hang the agent. wireguard-go writes
 // through a 4 KiB buffer, so a 1000-peer get arrives in ~70 reads: the end
@@ -114,7 +102,7 @@ class UserspaceBackend : public WgBackend {
   Result<Device> get_device(const std::string& ifname) override {
     auto fd = conn(ifname);
     if (!fd) return fd.take_error();
-    if (auto w = write_all(*fd, "get=1\n\n"); !w) return drop(w.take_error());
+    if (auto w = send_all(*fd, "get=1\n\n", "UAPI write"); !w) return drop(w.take_error());
     auto reply = read_reply(*fd);
     if (!reply) return drop(reply.take_error());
     auto d = uapi_parse_get(*reply);
@@ -134,7 +122,7 @@ class UserspaceBackend : public WgBackend {
     auto fd = conn(change.name);
     if (!fd) return fd.take_error();
     std::string req = uapi_set_request(change);
-    auto w = write_all(*fd, req);
+    auto w = send_all(*fd, req, "UAPI write");
     OPENSSL_cleanse(req.data(), req.size());  // may hold the private key
     if (!w) return drop(w.take_error());
     return {};

@@ -12,6 +12,7 @@
 
 #include <cstring>
 
+#include "common/fs.hpp"
 #include "common/log.hpp"
 #include "pods/pods.hpp"
 
@@ -57,18 +58,6 @@ Result<std::string> read_message(int fd, std::chrono::steady_clock::time_point d
     if (auto nl = buf.find('\n'); nl != std::string::npos) return buf.substr(0, nl);
     if (buf.size() > kMaxMessage) return Error{"message larger than " + std::to_string(kMaxMessage) + " bytes", EMSGSIZE};
   }
-}
-
-Status write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Error::from_errno("send");
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return {};
 }
 
 }  // namespace
@@ -132,7 +121,7 @@ void PodSocketServer::loop() {
     socklen_t len = sizeof cred;
     if (::getsockopt(c.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || (cred.uid != 0 && cred.uid != ::geteuid())) {
       log->warn("pod socket {}: refused a client with uid {}", path_, cred.uid);
-      (void)write_all(c.get(), json{{"ok", false}, {"error", {{"code", "forbidden"}, {"message", "only root may register pods"}}}}.dump() + "\n");
+      (void)send_all(c.get(), json{{"ok", false}, {"error", {{"code", "forbidden"}, {"message", "only root may register pods"}}}}.dump() + "\n", "send");
       continue;
     }
     auto msg = read_message(c.get(), std::chrono::steady_clock::now() + std::chrono::seconds(5));
@@ -151,7 +140,7 @@ void PodSocketServer::loop() {
         }
       }
     }
-    if (auto s = write_all(c.get(), reply.dump() + "\n"); !s)
+    if (auto s = send_all(c.get(), reply.dump() + "\n", "send"); !s)
       log->warn("pod socket {}: reply not delivered (pid {}): {}", path_, cred.pid, s.error().message);
   }
 }
@@ -163,7 +152,7 @@ Result<json> pod_request(const std::string& socket_path, const json& req, std::c
   if (!s.valid()) return Error::from_errno("socket(AF_UNIX)");
   if (::connect(s.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0)
     return Error::from_errno("the fabric-agent daemon is not reachable at " + socket_path);
-  if (auto w = write_all(s.get(), req.dump() + "\n"); !w) return w.take_error();
+  if (auto w = send_all(s.get(), req.dump() + "\n", "send"); !w) return w.take_error();
   ::shutdown(s.get(), SHUT_WR);
   auto msg = read_message(s.get(), std::chrono::steady_clock::now() + timeout);
   if (!msg) return Error{"no reply from the daemon at " + socket_path + ": " + msg.error().message, msg.error().sys_errno};
