@@ -2,7 +2,6 @@
 #include "agent/auth.hpp"
 
 #include <fcntl.h>
-#include <openssl/crypto.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 #include "common/fd.hpp"
 #include "common/fs.hpp"
 #include "common/random.hpp"
+#include "common/secure.hpp"
 
 namespace fa::agent {
 
@@ -21,18 +21,19 @@ Token Token::from_secret(std::string_view secret) {
 }
 
 void Token::wipe() noexcept {
-  if (!secret_.empty()) OPENSSL_cleanse(secret_.data(), secret_.size());
+  if (!secret_.empty()) fa::secure_wipe(secret_.data(), secret_.size());
   secret_.clear();
 }
 
 bool Token::matches(std::string_view presented) const {
   if (secret_.empty() || presented.size() != secret_.size()) return false;
-  return CRYPTO_memcmp(presented.data(), secret_.data(), secret_.size()) == 0;
+  return fa::secure_equal(presented.data(), secret_.data(), secret_.size());
 }
 
 namespace {
 std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.pop_back();
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t'))
+    s.pop_back();
   size_t i = 0;
   while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
   return s.substr(i);
@@ -56,23 +57,24 @@ Result<LoadedToken> load_or_create_token(const std::string& path, bool create) {
     if (!secret) return Error{"token: " + secret.error().message, secret.error().sys_errno};
     Status w = write_file_atomic(path, *secret + "\n", 0600);
     if (!w) {
-      OPENSSL_cleanse(secret->data(), secret->size());
+      fa::secure_wipe(secret->data(), secret->size());
       return Error{"token file: " + w.error().message, w.error().sys_errno};
     }
     out.token = Token::from_secret(*secret);
-    OPENSSL_cleanse(secret->data(), secret->size());
+    fa::secure_wipe(secret->data(), secret->size());
     out.created = true;
     return out;
   }
   if ((st.st_mode & 077) != 0) {
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", st.st_mode & 07777);
-    return Error{"token file " + path + " has mode " + mode + "; accepted: no access for group and others (chmod 0600)"};
+    return Error{"token file " + path + " has mode " + mode +
+                 "; accepted: no access for group and others (chmod 0600)"};
   }
   auto secret = read_token_secret(path);
   if (!secret) return secret.take_error();
   out.token = Token::from_secret(*secret);
-  OPENSSL_cleanse(secret->data(), secret->size());
+  fa::secure_wipe(secret->data(), secret->size());
   return out;
 }
 
@@ -81,7 +83,8 @@ AuthResult check_bearer(const Token& token, std::string_view h) {
   if (h.size() <= kScheme.size()) return AuthResult::Missing;
   // The scheme name is case-insensitive (RFC 9110 11.1).
   for (size_t i = 0; i < kScheme.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(h[i])) != std::tolower(static_cast<unsigned char>(kScheme[i])))
+    if (std::tolower(static_cast<unsigned char>(h[i])) !=
+        std::tolower(static_cast<unsigned char>(kScheme[i])))
       return AuthResult::Missing;
   std::string_view presented = h.substr(kScheme.size());
   while (!presented.empty() && presented.front() == ' ') presented.remove_prefix(1);

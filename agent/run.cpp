@@ -85,6 +85,7 @@ int cmd_run(const std::vector<std::string>& argv) {
 
   asio::io_context ioc(1);
   asio::thread_pool worker(1);
+  use_child_for_public_keys();
   Core core(*cfg, make_discovery(*cfg), make_mesh_ops(*cfg));
   core.set_token(std::move(tok->token));
   auto refresh = [&core, &worker] { asio::post(worker, [&core] { core.refresh(); }); };
@@ -220,7 +221,8 @@ int cmd_run(const std::vector<std::string>& argv) {
   on_signal();
 
   if (int r = sd::notify("READY=1\nSTATUS=serving"); r == -ELIBACC)
-    log->error("systemd expects a readiness notification but libsystemd could not be loaded: {}", sd::load_error());
+    log->error("systemd expects a readiness notification but libsystemd could not be loaded: {}",
+               sd::load_error());
   log->info("ready (generation {})", core.snapshot()->generation);
   ioc.run();
   worker.join();

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <vector>
 
+#include "common/secure.hpp"
+
 namespace fa {
 
 Status random_bytes(unsigned char* out, size_t n) {
@@ -37,7 +39,7 @@ Result<std::string> random_hex(size_t nbytes) {
   std::vector<unsigned char> raw(nbytes);
   Status r = random_bytes(raw.data(), raw.size());
   std::string out = r ? to_hex(raw.data(), raw.size()) : std::string();
-  ::explicit_bzero(raw.data(), raw.size());
+  secure_wipe(raw.data(), raw.size());
   if (!r) return r.take_error();
   return out;
 }

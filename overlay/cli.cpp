@@ -3,14 +3,19 @@
 // messages for a person and exit codes (0 ok, 1 failed, 2 bad usage/input).
 #include "overlay/cli.hpp"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "common/cli.hpp"
 #include "common/fs.hpp"
 #include "common/log.hpp"
+#include "common/secure.hpp"
 #include "overlay/overlay.hpp"
 
 namespace fa::overlay {
@@ -21,7 +26,8 @@ int usage(FILE* out) {
   std::fprintf(out,
                "usage: fabric-agent mesh apply --file FILE [--backend auto|kernel|userspace] [--json]\n"
                "       fabric-agent mesh show [--interface IF] [--netns NS] [--json]\n"
-               "       fabric-agent mesh down [--interface IF] [--netns NS]\n");
+               "       fabric-agent mesh down [--interface IF] [--netns NS]\n"
+               "       fabric-agent mesh pubkey < PRIVATE_KEY_FILE\n");
   return out == stdout ? 0 : 2;
 }
 
@@ -107,7 +113,8 @@ int do_apply(const std::vector<std::string>& argv) {
   fa::logger("overlay")->debug(
       "{}: read and validated {} peers in {:.2f} ms", file->c_str(), parsed.mesh->peers.size(),
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  warm.join();
+  // No join here: apply() reads the interface (netlink, UAPI) while OpenSSL
+  // finishes loading; its first X25519 waits on OpenSSL's own init lock.
   auto r = apply(*parsed.mesh, opt);
   if (!r) {
     std::fprintf(stderr, "fabric-agent mesh apply: %s\n", r.error().message.c_str());
@@ -117,10 +124,10 @@ int do_apply(const std::vector<std::string>& argv) {
     std::printf("%s\n", r->dump(2).c_str());
   } else {
     const auto& c = (*r)["changes"];
-    std::printf("%s: backend %s (%s); %s; peers +%d -%d ~%d\n", r->value("interface", "").c_str(),
+    std::printf("%s: backend %s (%s); %s; peers +%d -%d ~%d; %.2f ms\n", r->value("interface", "").c_str(),
                 r->value("backend", "").c_str(), c.value("backend_reason", "").c_str(),
                 c.value("created", false) ? "created" : "adopted", c.value("peers_added", 0),
-                c.value("peers_removed", 0), c.value("peers_updated", 0));
+                c.value("peers_removed", 0), c.value("peers_updated", 0), c.value("elapsed_us", 0) / 1000.0);
   }
   return 0;
 }
@@ -161,6 +168,44 @@ int do_down(const std::vector<std::string>& argv) {
   return 0;
 }
 
+// As `wg pubkey`: a base64 private key on stdin, its public key on stdout.
+// The daemon runs it to keep libcrypto out of its own address space.
+int do_pubkey(const std::vector<std::string>& argv) {
+  if (!argv.empty()) {
+    std::fprintf(stderr, "fabric-agent mesh pubkey: takes no arguments (reads the private key on stdin)\n");
+    return 2;
+  }
+  // read(2) on fd 0, not a path: stdin may be a socket (the daemon's).
+  char buf[128];
+  size_t len = 0;
+  for (;;) {
+    ssize_t n = ::read(0, buf + len, sizeof buf - len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      std::fprintf(stderr, "fabric-agent mesh pubkey: stdin: %s\n", std::strerror(errno));
+      return 1;
+    }
+    if (n == 0 || (len += static_cast<size_t>(n)) == sizeof buf) break;
+  }
+  std::string_view text(buf, len);
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
+    text.remove_suffix(1);
+  auto k = key_from_base64(text);
+  secure_wipe(buf, sizeof buf);
+  if (!k) {
+    std::fprintf(stderr, "fabric-agent mesh pubkey: stdin: %s\n", k.error().message.c_str());
+    return 2;
+  }
+  auto pub = public_key_in_process(*k);
+  wipe(*k);
+  if (!pub) {
+    std::fprintf(stderr, "fabric-agent mesh pubkey: %s\n", pub.error().message.c_str());
+    return 1;
+  }
+  std::printf("%s\n", key_to_base64(*pub).c_str());
+  return 0;
+}
+
 }  // namespace
 
 int cmd_mesh(const std::vector<std::string>& args) {
@@ -169,8 +214,9 @@ int cmd_mesh(const std::vector<std::string>& args) {
   if (args[0] == "apply") return do_apply(rest);
   if (args[0] == "show") return do_show(rest);
   if (args[0] == "down") return do_down(rest);
+  if (args[0] == "pubkey") return do_pubkey(rest);
   if (args[0] == "-h" || args[0] == "--help" || args[0] == "help") return usage(stdout);
-  std::fprintf(stderr, "fabric-agent mesh: unknown action '%s' (accepted: apply, show, down)\n",
+  std::fprintf(stderr, "fabric-agent mesh: unknown action '%s' (accepted: apply, show, down, pubkey)\n",
                args[0].c_str());
   return 2;
 }

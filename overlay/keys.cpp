@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
-// Key codecs and X25519. The curve math and base64 are OpenSSL's; we only
-// check lengths and canonical form so that one key has exactly one spelling.
+// Key codecs and X25519. The curve math is OpenSSL's (libcrypto, loaded on
+// first use: common/openssl_lazy.cpp). The base64 and hex codecs of keys
+// are ours, in constant time as wireguard-tools' are: a private key passes
+// through them, and a table lookup indexed by secret bytes leaks through the
+// cache; they also keep libcrypto out of processes that only move keys.
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/rand.h>
 
 #include <memory>
+#include <mutex>
 
+#include "common/random.hpp"
+#include "common/secure.hpp"
 #include "overlay/internal.hpp"
 #include "overlay/overlay.hpp"
 
@@ -22,38 +27,80 @@ struct PkeyCtxFree {
 using Pkey = std::unique_ptr<EVP_PKEY, PkeyFree>;
 using PkeyCtx = std::unique_ptr<EVP_PKEY_CTX, PkeyCtxFree>;
 
-int hexval(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
+// Branch-free maps between 6-bit values and the standard base64 alphabet.
+// (x >> 8) of an int in [-255, 255] is -1 (all ones) when x < 0, else 0.
+char b64_char(int v) {
+  v += 'A' + (((25 - v) >> 8) & 6) - (((51 - v) >> 8) & 75) - (((61 - v) >> 8) & 15) + (((62 - v) >> 8) & 3);
+  return static_cast<char>(v);
 }
+// The value of base64 character c, or -1; the same work for every c.
+int b64_value(unsigned char uc) {
+  int c = uc, v = -1;
+  v += ((('A' - 1 - c) & (c - ('Z' + 1))) >> 8) & (c - 'A' + 1);
+  v += ((('a' - 1 - c) & (c - ('z' + 1))) >> 8) & (c - 'a' + 27);
+  v += ((('0' - 1 - c) & (c - ('9' + 1))) >> 8) & (c - '0' + 53);
+  v += ((('+' - 1 - c) & (c - ('+' + 1))) >> 8) & 63;
+  v += ((('/' - 1 - c) & (c - ('/' + 1))) >> 8) & 64;
+  return v;
+}
+int hex_value(unsigned char uc) {
+  int c = uc, v = -1;
+  v += ((('0' - 1 - c) & (c - ('9' + 1))) >> 8) & (c - '0' + 1);
+  v += ((('a' - 1 - c) & (c - ('f' + 1))) >> 8) & (c - 'a' + 11);
+  v += ((('A' - 1 - c) & (c - ('F' + 1))) >> 8) & (c - 'A' + 11);
+  return v;
+}
+char hex_char(int v) { return static_cast<char>(v + '0' + (((9 - v) >> 8) & ('a' - '0' - 10))); }
+
+std::mutex deriver_mu;
+PublicKeyDeriver deriver;  // empty: OpenSSL in this process
 }  // namespace
 
-void wipe(Key& k) { OPENSSL_cleanse(k.data(), k.size()); }
+void wipe(Key& k) { secure_wipe(k.data(), k.size()); }
 
 std::string key_to_base64(const Key& k) {
-  unsigned char out[4 * ((kKeyLen + 2) / 3) + 1];
-  int n = EVP_EncodeBlock(out, k.data(), static_cast<int>(k.size()));
-  return std::string(reinterpret_cast<char*>(out), static_cast<size_t>(n));
+  std::string out(44, '=');
+  size_t o = 0, i = 0;
+  for (; i + 3 <= kKeyLen; i += 3) {  // 10 full groups: 30 bytes
+    uint32_t w = uint32_t(k[i]) << 16 | uint32_t(k[i + 1]) << 8 | k[i + 2];
+    for (int sh = 18; sh >= 0; sh -= 6) out[o++] = b64_char(static_cast<int>(w >> sh & 63));
+  }
+  uint32_t w = uint32_t(k[i]) << 16 | uint32_t(k[i + 1]) << 8;  // 2 bytes left: 3 characters and '='
+  for (int sh = 18; sh >= 6; sh -= 6) out[o++] = b64_char(static_cast<int>(w >> sh & 63));
+  return out;
 }
 
 Result<Key> key_from_base64(std::string_view s) {
   // 32 bytes -> 44 characters ending in exactly one '='.
-  if (s.size() != 44 || s[43] != '=' || s[42] == '=')
+  if (s.size() != 44 || s[43] != '=')
     return Error{"expected a 44-character base64 WireGuard key (32 bytes), got " + std::to_string(s.size()) +
                  " characters"};
-  unsigned char out[33];
-  int n = EVP_DecodeBlock(out, reinterpret_cast<const unsigned char*>(s.data()), static_cast<int>(s.size()));
-  if (n != 33) return Error{"not valid base64"};
   Key k;
-  std::copy(out, out + kKeyLen, k.begin());
-  OPENSSL_cleanse(out, sizeof out);
-  // Reject non-canonical spellings (stray low bits in the last character):
-  // re-encode on the stack, no string per key of a 1000-peer file.
-  unsigned char again[45];
-  EVP_EncodeBlock(again, k.data(), static_cast<int>(k.size()));
-  if (std::string_view(reinterpret_cast<const char*>(again), 44) != s) {
+  int bad = 0;  // any negative value marks a bad character; checked once at the end
+  size_t o = 0, i = 0;
+  for (; i < 40; i += 4) {
+    int a = b64_value(static_cast<unsigned char>(s[i])), b = b64_value(static_cast<unsigned char>(s[i + 1])),
+        c = b64_value(static_cast<unsigned char>(s[i + 2])),
+        d = b64_value(static_cast<unsigned char>(s[i + 3]));
+    bad |= a | b | c | d;
+    uint32_t w = uint32_t(a) << 18 | uint32_t(b) << 12 | uint32_t(c) << 6 | uint32_t(d);
+    k[o++] = static_cast<uint8_t>(w >> 16);
+    k[o++] = static_cast<uint8_t>(w >> 8);
+    k[o++] = static_cast<uint8_t>(w);
+  }
+  int a = b64_value(static_cast<unsigned char>(s[40])), b = b64_value(static_cast<unsigned char>(s[41])),
+      c = b64_value(static_cast<unsigned char>(s[42]));
+  bad |= a | b | c;
+  uint32_t w = uint32_t(a) << 18 | uint32_t(b) << 12 | uint32_t(c) << 6;
+  k[o++] = static_cast<uint8_t>(w >> 16);
+  k[o++] = static_cast<uint8_t>(w >> 8);
+  if (bad < 0) {
+    wipe(k);
+    return Error{"not valid base64"};
+  }
+  // The last character carries 2 unused low bits: set, they make a second
+  // spelling of the same key, and one key must have exactly one spelling.
+  if (c & 3) {
     wipe(k);
     return Error{"not a canonical base64 encoding of a 32-byte key"};
   }
@@ -61,12 +108,10 @@ Result<Key> key_from_base64(std::string_view s) {
 }
 
 std::string key_to_hex(const Key& k) {
-  static const char* d = "0123456789abcdef";
-  std::string s;
-  s.reserve(64);
-  for (uint8_t b : k) {
-    s.push_back(d[b >> 4]);
-    s.push_back(d[b & 15]);
+  std::string s(2 * kKeyLen, '0');
+  for (size_t i = 0; i < kKeyLen; ++i) {
+    s[2 * i] = hex_char(k[i] >> 4);
+    s[2 * i + 1] = hex_char(k[i] & 15);
   }
   return s;
 }
@@ -74,18 +119,29 @@ std::string key_to_hex(const Key& k) {
 Result<Key> key_from_hex(std::string_view s) {
   if (s.size() != 64) return Error{"expected 64 hex digits, got " + std::to_string(s.size()) + " characters"};
   Key k;
+  int bad = 0;
+  size_t first_bad = s.size();
   for (size_t i = 0; i < kKeyLen; ++i) {
-    int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
-    if (hi < 0 || lo < 0)
-      return Error{"not a hex digit at position " + std::to_string(hi < 0 ? 2 * i : 2 * i + 1)};
-    k[i] = static_cast<uint8_t>(hi << 4 | lo);
+    int hi = hex_value(static_cast<unsigned char>(s[2 * i])),
+        lo = hex_value(static_cast<unsigned char>(s[2 * i + 1]));
+    bad |= hi | lo;
+    k[i] = static_cast<uint8_t>((hi & 15) << 4 | (lo & 15));
+  }
+  if (bad < 0) {
+    // Only now, on the error path, find where: the position is not secret
+    // once the key is known to be malformed.
+    for (size_t i = 0; i < s.size() && first_bad == s.size(); ++i)
+      if (hex_value(static_cast<unsigned char>(s[i])) < 0) first_bad = i;
+    wipe(k);
+    return Error{"not a hex digit at position " + std::to_string(first_bad)};
   }
   return k;
 }
 
 Result<Key> generate_private_key() {
+  // 32 bytes from the kernel's CSPRNG, as `wg genkey` reads them.
   Key k;
-  if (RAND_priv_bytes(k.data(), static_cast<int>(k.size())) != 1) return Error{"RAND_priv_bytes failed"};
+  if (Status r = random_bytes(k.data(), k.size()); !r) return r.take_error();
   // Clamp as RFC 7748 section 5 and `wg genkey` do, so the stored scalar is
   // the one X25519 uses.
   k[0] &= 248;
@@ -121,7 +177,24 @@ void crypto_warm_up() {
   (void)public_key_of(dummy);
 }
 
+void set_public_key_deriver(PublicKeyDeriver d) {
+  std::lock_guard<std::mutex> lock(deriver_mu);
+  deriver = std::move(d);
+}
+
 Result<Key> public_key_of(const Key& private_key) {
+  {
+    std::unique_lock<std::mutex> lock(deriver_mu);
+    if (deriver) {
+      PublicKeyDeriver d = deriver;
+      lock.unlock();
+      return d(private_key);
+    }
+  }
+  return public_key_in_process(private_key);
+}
+
+Result<Key> public_key_in_process(const Key& private_key) {
   Pkey priv(EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, nullptr, private_key.data(), private_key.size()));
   if (!priv) return Error{"OpenSSL rejected the X25519 private key"};
   Key pub;

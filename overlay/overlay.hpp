@@ -14,6 +14,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -35,9 +36,18 @@ Result<Key> key_from_base64(std::string_view s);
 std::string key_to_hex(const Key& k);
 Result<Key> key_from_hex(std::string_view s);
 
-// X25519 through OpenSSL EVP. The private key is clamped as wg genkey does.
+// 32 random bytes from getrandom(2), clamped as wg genkey does.
 Result<Key> generate_private_key();
+// X25519 public key of a private key: through the deriver installed with
+// set_public_key_deriver() if there is one, else public_key_in_process().
 Result<Key> public_key_of(const Key& private_key);
+// X25519 through OpenSSL EVP in this process (loads libcrypto on first use).
+Result<Key> public_key_in_process(const Key& private_key);
+// A long-running process (the daemon) may derive elsewhere: it installs a
+// function that runs `fabric-agent mesh pubkey` in a short-lived child, so
+// that libcrypto's pages never become part of its own footprint.
+using PublicKeyDeriver = std::function<Result<Key>(const Key&)>;
+void set_public_key_deriver(PublicKeyDeriver d);
 // For a short-lived process (the `mesh apply` CLI): initialises only the
 // parts of OpenSSL the overlay uses and loads X25519, so that it can run on
 // another core while the desired-state file is parsed. Never call it in a

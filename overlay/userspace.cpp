@@ -7,7 +7,6 @@
 // kill -9 of the agent must not drop the renter's traffic), so the child is
 // never tied to our lifetime, and `mesh down` is what stops it.
 #include <fcntl.h>
-#include <openssl/crypto.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -22,6 +21,7 @@
 
 #include "common/fs.hpp"
 #include "common/log.hpp"
+#include "common/secure.hpp"
 #include "overlay/internal.hpp"
 
 namespace fa::overlay {
@@ -79,7 +79,7 @@ Result<std::string> read_reply(int fd) {
     }
     if (n == 0) return Error{"UAPI: connection closed before the reply ended"};
     buf.append(tmp, static_cast<size_t>(n));
-    OPENSSL_cleanse(tmp, static_cast<size_t>(n));
+    fa::secure_wipe(tmp, static_cast<size_t>(n));
     if (buf.size() > (256u << 20)) return Error{"UAPI: reply larger than 256 MiB"};
     // Complete when it ends with "errno=N\n\n": the last line is errno=.
     if (buf.size() >= 2 && buf.compare(buf.size() - 2, 2, "\n\n") == 0) {
@@ -106,7 +106,7 @@ class UserspaceBackend : public WgBackend {
     auto reply = read_reply(*fd);
     if (!reply) return drop(reply.take_error());
     auto d = uapi_parse_get(*reply);
-    OPENSSL_cleanse(reply->data(), reply->size());  // it held the private key
+    fa::secure_wipe(reply->data(), reply->size());  // it held the private key
     if (d) d->name = ifname;
     return d;
   }
@@ -123,7 +123,7 @@ class UserspaceBackend : public WgBackend {
     if (!fd) return fd.take_error();
     std::string req = uapi_set_request(change);
     auto w = send_all(*fd, req, "UAPI write");
-    OPENSSL_cleanse(req.data(), req.size());  // may hold the private key
+    fa::secure_wipe(req.data(), req.size());  // may hold the private key
     if (!w) return drop(w.take_error());
     return {};
   }

@@ -70,3 +70,76 @@ TEST_CASE("base64 and hex key codecs round-trip and reject bad input", "[keys]")
   REQUIRE(upper.ok());
   CHECK(*upper == k);
 }
+
+namespace {
+// Reference codecs for the test only: the plain table-driven way.
+const char* kB64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+std::string ref_base64(const Key& k) {
+  std::string out;
+  for (size_t i = 0; i < k.size(); i += 3) {
+    uint32_t w = uint32_t(k[i]) << 16 | (i + 1 < k.size() ? uint32_t(k[i + 1]) << 8 : 0) |
+                 (i + 2 < k.size() ? k[i + 2] : 0);
+    out += kB64[w >> 18 & 63];
+    out += kB64[w >> 12 & 63];
+    out += i + 1 < k.size() ? kB64[w >> 6 & 63] : '=';
+    out += i + 2 < k.size() ? kB64[w & 63] : '=';
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("constant-time key codecs agree with a table-driven reference on every byte value", "[keys]") {
+  // 256 keys cover every byte value at every position, and so every base64
+  // character at every position but the last (which carries 2 zero bits).
+  for (int j = 0; j < 256; ++j) {
+    Key k;
+    for (size_t i = 0; i < k.size(); ++i) k[i] = static_cast<uint8_t>(j + 37 * i);
+    std::string b = key_to_base64(k);
+    REQUIRE(b == ref_base64(k));
+    auto back = key_from_base64(b);
+    REQUIRE(back.ok());
+    CHECK(*back == k);
+    auto hb = key_from_hex(key_to_hex(k));
+    REQUIRE(hb.ok());
+    CHECK(*hb == k);
+  }
+}
+
+TEST_CASE("base64 key decoding rejects every character outside the alphabet, anywhere", "[keys]") {
+  const std::string good = "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo=";
+  int accepted = 0, rejected = 0;
+  for (int c = 0; c < 256; ++c) {
+    bool in_alphabet = std::string_view(kB64).find(static_cast<char>(c)) != std::string_view::npos;
+    for (size_t pos : {size_t(0), size_t(17), size_t(39), size_t(41), size_t(42)}) {
+      std::string s = good;
+      s[pos] = static_cast<char>(c);
+      auto k = key_from_base64(s);
+      // pos 42 carries 2 unused bits: only characters with them clear decode.
+      bool want = in_alphabet && (pos != 42 || (std::string_view(kB64).find(static_cast<char>(c)) & 3) == 0);
+      CHECK(k.ok() == want);
+      (k.ok() ? accepted : rejected)++;
+    }
+  }
+  CHECK(accepted > 0);
+  CHECK(rejected > 0);
+  CHECK_FALSE(key_from_base64("hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTm==").ok());  // '=' in place of data
+  auto e = key_from_hex("8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4eg6");
+  REQUIRE_FALSE(e.ok());
+  CHECK(e.error().message == "not a hex digit at position 62");
+}
+
+TEST_CASE("public_key_of goes through an installed deriver, and back to OpenSSL without one", "[keys]") {
+  Key alice = hex("77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a");
+  int calls = 0;
+  set_public_key_deriver([&](const Key& k) -> fa::Result<Key> {
+    ++calls;
+    return public_key_in_process(k);
+  });
+  auto p = public_key_of(alice);
+  set_public_key_deriver(nullptr);
+  REQUIRE(p.ok());
+  CHECK(calls == 1);
+  CHECK(key_to_hex(*p) == "8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a");
+  CHECK(public_key_of(alice).ok());
+  CHECK(calls == 1);
+}
