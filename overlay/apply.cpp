@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <set>
+#include <unordered_set>
 
 #include "common/fs.hpp"
 #include "common/log.hpp"
@@ -249,17 +250,37 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
     if (!k) return k.take_error();
     want.private_key = *k;
   }
-  // X25519 once per apply at most: the read already derived the public key
-  // of the key the interface holds.
-  auto pub = cur->private_key && cur->public_key && *cur->private_key == *want.private_key
-                 ? Result<Key>(*cur->public_key)
-                 : public_key_of(*want.private_key);
-  if (!pub) return pub.take_error();
-  for (size_t i = 0; i < m.peers.size(); ++i)
-    if (m.peers[i].public_key == *pub)
-      return Error{"peers[" + std::to_string(i) + "].public_key: `" + key_to_base64(*pub) +
-                       "': this is the node's own public key; a node is not its own peer",
-                   EINVAL};
+  // The node's public key, X25519 of the private key: at most once per
+  // apply, and only when the answer matters. WireGuard never keeps a peer
+  // whose key is the device's own (both the kernel and wireguard-go drop it,
+  // also when the private key changes), so a peer the interface already has
+  // cannot be us: the own-key check is needed only for a new private key or
+  // a new peer. Otherwise it is derived only for the report, if asked.
+  const bool key_changes = !cur->private_key || *cur->private_key != *want.private_key;
+  bool new_peer = false;
+  if (!key_changes) {
+    std::unordered_set<Key, KeyHash> have;
+    have.reserve(cur->peers.size());
+    for (const auto& p : cur->peers) have.insert(p.public_key);
+    for (const auto& dp : m.peers)
+      if (!have.count(dp.public_key)) {
+        new_peer = true;
+        break;
+      }
+  }
+  std::optional<Key> pub;
+  if (!key_changes && cur->public_key) pub = cur->public_key;  // the kernel reports it
+  if (!pub && (key_changes || new_peer || opt.report_public_key)) {
+    auto derived = public_key_of(*want.private_key);
+    if (!derived) return derived.take_error();
+    pub = *derived;
+  }
+  if (pub && (key_changes || new_peer))
+    for (size_t i = 0; i < m.peers.size(); ++i)
+      if (m.peers[i].public_key == *pub)
+        return Error{"peers[" + std::to_string(i) + "].public_key: `" + key_to_base64(*pub) +
+                         "': this is the node's own public key; a node is not its own peer",
+                     EINVAL};
   if (!cur->private_key && !file_key)
     log->info("{}: generated a private key (kept only in the interface), public key {}", ifname,
               key_to_base64(*pub));
@@ -276,7 +297,8 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
   // What the device holds once the change lands; reported without a second
   // read, which would cost as much as the first on a 1000-peer device.
   if (cur->private_key) wipe(*cur->private_key);  // want holds the key from here on
-  Device after = merge(std::move(*cur), change, &*pub);
+  Device after = merge(std::move(*cur), change, pub ? &*pub : nullptr);
+  after.public_key = pub;
   wipe(*want.private_key);
   int added = 0, removed = 0, updated = 0;
   for (const auto& p : change.peers) (p.remove ? removed : p.update_only ? updated : added)++;
@@ -363,6 +385,10 @@ Result<json> show(const std::string& ifname, const ShowOptions& opt) {
   auto be = make_backend(loc->backend, opt.uapi_dir, std::move(loc->conn), ifname);
   auto d = be->get_device(ifname);
   if (!d) return Error{ifname + ": read device: " + d.error().message, d.error().sys_errno};
+  if (d->private_key && !d->public_key) {
+    auto pub = public_key_of(*d->private_key);
+    if (pub) d->public_key = *pub;
+  }
   if (d->private_key) wipe(*d->private_key);
   return show_doc(ifname, loc->backend, *d, loc->link);
 }

@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 
 #include "common/cli.hpp"
 #include "common/fs.hpp"
@@ -73,17 +72,13 @@ int do_apply(const std::vector<std::string>& argv) {
     }
     opt.backend = *be;
   }
+  opt.report_public_key = a->has("json");
   if (const char* lvl = std::getenv("FA_LOG_LEVEL")) set_log_level(lvl);
   auto t0 = std::chrono::steady_clock::now();
-  // OpenSSL's first X25519 costs ~0.4 ms of provider loading: done on the
-  // other core while this one reads and validates the file.
-  std::thread warm(crypto_warm_up);
-  struct Join {
-    std::thread& t;
-    ~Join() {
-      if (t.joinable()) t.join();
-    }
-  } join_warm{warm};
+  // X25519, when the change needs it at all (docs/overlay.md, "Public key"),
+  // runs inline: a helper thread started for it cost more than it hid here
+  // (its core first has to wake up, and libcrypto's dlopen slows the parse).
+  crypto_minimal_init();
   auto text = read_text_file(*file, 16 * 1024 * 1024);
   if (!text) {
     std::fprintf(stderr, "fabric-agent mesh apply: %s\n", text.error().message.c_str());
@@ -196,6 +191,7 @@ int do_pubkey(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "fabric-agent mesh pubkey: stdin: %s\n", k.error().message.c_str());
     return 2;
   }
+  crypto_minimal_init();
   auto pub = public_key_in_process(*k);
   wipe(*k);
   if (!pub) {

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -15,6 +16,17 @@
 #include "overlay/overlay.hpp"
 
 namespace fa::overlay {
+
+// Peers are looked up by key in maps of up to a few thousand entries; keys
+// are X25519 public keys (uniformly distributed), so their first 8 bytes
+// are a good hash.
+struct KeyHash {
+  size_t operator()(const Key& k) const noexcept {
+    size_t h;
+    std::memcpy(&h, k.data(), sizeof h);
+    return h;
+  }
+};
 
 // X25519(scalar, u) as in RFC 7748 section 5, through OpenSSL.
 Result<Key> x25519(const Key& scalar, const Key& u);

@@ -7,6 +7,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 
@@ -150,7 +151,26 @@ Result<Key> generate_private_key() {
   return k;
 }
 
+namespace {
+std::atomic<bool> minimal_init{false};
+std::once_flag init_once;
+// Before the first X25519 of this process: in a short-lived one, only what
+// X25519 needs (no openssl.cnf, no legacy cipher/digest name tables, no
+// atexit cleanup: together half of OpenSSL's first-use cost).
+void ensure_openssl() {
+  std::call_once(init_once, [] {
+    if (minimal_init.load())
+      OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG | OPENSSL_INIT_NO_ADD_ALL_CIPHERS |
+                              OPENSSL_INIT_NO_ADD_ALL_DIGESTS | OPENSSL_INIT_NO_ATEXIT,
+                          nullptr);
+  });
+}
+}  // namespace
+
+void crypto_minimal_init() { minimal_init.store(true); }
+
 Result<Key> x25519(const Key& scalar, const Key& u) {
+  ensure_openssl();
   Pkey priv(EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, nullptr, scalar.data(), scalar.size()));
   Pkey peer(EVP_PKEY_new_raw_public_key(EVP_PKEY_X25519, nullptr, u.data(), u.size()));
   if (!priv || !peer) return Error{"OpenSSL rejected an X25519 key"};
@@ -161,20 +181,6 @@ Result<Key> x25519(const Key& scalar, const Key& u) {
       EVP_PKEY_derive(ctx.get(), out.data(), &len) != 1 || len != kKeyLen)
     return Error{"X25519 derivation failed"};
   return out;
-}
-
-void crypto_warm_up() {
-  // Only what X25519 and RAND need: no openssl.cnf, no legacy cipher and
-  // digest name tables (together half of OpenSSL's ~0.9 ms first-use cost),
-  // no cleanup at exit (the process is about to end; keys are wiped by us).
-  OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG | OPENSSL_INIT_NO_ADD_ALL_CIPHERS |
-                          OPENSSL_INIT_NO_ADD_ALL_DIGESTS | OPENSSL_INIT_NO_ATEXIT,
-                      nullptr);
-  // The first X25519 key loads the default provider and its key manager;
-  // a fixed, public scalar does it without touching any secret.
-  Key dummy{};
-  dummy[0] = 8;
-  (void)public_key_of(dummy);
 }
 
 void set_public_key_deriver(PublicKeyDeriver d) {
@@ -195,6 +201,7 @@ Result<Key> public_key_of(const Key& private_key) {
 }
 
 Result<Key> public_key_in_process(const Key& private_key) {
+  ensure_openssl();
   Pkey priv(EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, nullptr, private_key.data(), private_key.size()));
   if (!priv) return Error{"OpenSSL rejected the X25519 private key"};
   Key pub;

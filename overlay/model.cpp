@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "overlay/internal.hpp"
 #include "overlay/overlay.hpp"
 
 namespace fa::overlay {
@@ -137,22 +138,9 @@ Result<Endpoint> Endpoint::parse(std::string_view s) {
   return e;
 }
 
-std::string Endpoint::str() const {
-  return ip_with(family, addr, family == AF_INET6, ':', port);
-}
+std::string Endpoint::str() const { return ip_with(family, addr, family == AF_INET6, ':', port); }
 
 namespace {
-// Peers are looked up by key in maps of up to a few thousand entries; keys
-// are X25519 public keys (uniformly distributed), so their first 8 bytes
-// are a good hash.
-struct KeyHash {
-  size_t operator()(const Key& k) const noexcept {
-    size_t h;
-    std::memcpy(&h, k.data(), sizeof h);
-    return h;
-  }
-};
-
 std::vector<IpPrefix> sorted_nets(std::vector<IpPrefix> v) {
   // The kernel stores allowed IPs masked; compare the way it will hold them.
   for (auto& p : v) p = p.network();

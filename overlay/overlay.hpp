@@ -48,11 +48,11 @@ Result<Key> public_key_in_process(const Key& private_key);
 // that libcrypto's pages never become part of its own footprint.
 using PublicKeyDeriver = std::function<Result<Key>(const Key&)>;
 void set_public_key_deriver(PublicKeyDeriver d);
-// For a short-lived process (the `mesh apply` CLI): initialises only the
-// parts of OpenSSL the overlay uses and loads X25519, so that it can run on
-// another core while the desired-state file is parsed. Never call it in a
-// process that needs OpenSSL's legacy cipher/digest names or openssl.cnf.
-void crypto_warm_up();
+// For a short-lived process (`mesh apply`, `mesh pubkey`): its first
+// X25519, if it needs one, initialises only the parts of OpenSSL X25519 uses.
+// Never call it in a process that needs openssl.cnf or OpenSSL's legacy
+// cipher/digest names (TLS in the daemon, `cluster form`).
+void crypto_minimal_init();
 // Overwrites key material in a way the compiler does not elide.
 void wipe(Key& k);
 
@@ -191,6 +191,11 @@ struct ApplyOptions {
   std::string wireguard_go = "wireguard-go";    // binary for the userspace backend
   std::string uapi_dir = "/var/run/wireguard";  // where wireguard-go puts IF.sock (fixed by wireguard-go)
   std::string state_dir = "/run/fabric-agent/overlay";  // pid files of wireguard-go we started
+  // The report's public_key. false: derived only if the change needs it (a
+  // new private key or a new peer, for the own-key check), else reported as
+  // null; spares X25519 (and loading libcrypto) in `mesh apply` without
+  // --json, where a one-peer change needs no key at all.
+  bool report_public_key = true;
 };
 
 // Brings the interface to `m`: creates it if missing (in this namespace, then

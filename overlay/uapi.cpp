@@ -133,10 +133,8 @@ Result<Device> uapi_parse_get(std::string_view reply) {
     }
   }
   if (!saw_errno) return Error{"UAPI: reply has no errno line"};
-  if (d.private_key) {
-    auto pub = public_key_of(*d.private_key);
-    if (pub) d.public_key = *pub;
-  }
+  // UAPI carries no public key of the device; callers derive it when they
+  // need it (apply() often does not: see "Public key" in docs/overlay.md).
   return d;
 }
 

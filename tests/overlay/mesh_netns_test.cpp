@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "tests/overlay/netns_helpers.hpp"
@@ -258,6 +259,50 @@ TEST_CASE("invalid file: named field, nothing touched", "[netns]") {
   CHECK(o.rc == 2);
   CHECK_THAT(o.out, Catch::Contains("peers[0].endpoint: `nope': expected IPv4:port or [IPv6]:port"));
   CHECK(run("ip -n " + m.ns[0] + " link show " + m.ifn[0] + " 2>/dev/null").rc != 0);
+}
+
+TEST_CASE("a peer with the node's own public key is refused, in both output modes, nothing touched",
+          "[netns]") {
+  Mesh m(2);
+  for (size_t i = 0; i < 2; ++i) m.pub[i] = m.apply(i, m.doc(i, false))["public_key"].get<std::string>();
+  json d = m.doc(0, true);  // peer: node 1
+  m.apply(0, d);
+  auto before = run("ip netns exec " + m.ns[0] + " wg show " + m.ifn[0] + " dump").out;
+  // Apply derives the node's public key only when a change could need it;
+  // a new peer always does, with or without --json.
+  d["peers"].push_back(
+      {{"public_key", m.pub[0]}, {"endpoint", "192.168.77.9:51820"}, {"allowed_ips", {"10.42.0.9/32"}}});
+  std::string f = m.dir + "/self.json";
+  write_file(f, d.dump());
+  for (const char* mode : {"", " --json"}) {
+    auto o = run("ip netns exec " + m.ns[0] + " " + agent() + " mesh apply --backend userspace" + mode +
+                 " --file " + f + " 2>&1");
+    INFO("mode '" << mode << "': " << o.out);
+    CHECK(o.rc == 1);
+    CHECK_THAT(o.out,
+               Catch::Contains("peers[1].public_key: `" + m.pub[0] + "': this is the node's own public key"));
+  }
+  auto after = run("ip netns exec " + m.ns[0] + " wg show " + m.ifn[0] + " dump").out;
+  // dump lines carry handshake times and counters, which may move; compare the peer keys.
+  auto keys = [](const std::string& dump) {
+    std::set<std::string> k;
+    std::istringstream in(dump);
+    std::string line;
+    std::getline(in, line);  // the interface line
+    while (std::getline(in, line)) k.insert(line.substr(0, line.find('\t')));
+    return k;
+  };
+  CHECK(keys(after) == keys(before));
+  CHECK(keys(after) == std::set<std::string>{m.pub[1]});
+  // Without --json, a change of an existing peer needs no key: the summary
+  // line still lands and reports one updated peer.
+  d = m.doc(0, true);
+  d["peers"][0]["endpoint"] = "192.168.77.2:51821";
+  write_file(f, d.dump());
+  auto o = run("ip netns exec " + m.ns[0] + " " + agent() + " mesh apply --backend userspace --file " + f +
+               " 2>&1");
+  CHECK(o.rc == 0);
+  CHECK_THAT(o.out, Catch::Contains("; peers +0 -0 ~1; "));
 }
 
 TEST_CASE("wireguard-go outlives a SIGKILLed agent process group; mesh down stops it", "[netns]") {
