@@ -141,8 +141,9 @@ Status Core::start(const std::function<void()>& before_first_refresh) {
     if (!loaded) return Error{"state: " + loaded.error().message, loaded.error().sys_errno};
     persisted_ = loaded->state;
     if (!loaded->moved_aside.empty()) {
-      log->error("state file {}/state.json is corrupt ({}); moved it to {} and rebuilding from the kernel's view",
-                 cfg.state_dir, loaded->problem, loaded->moved_aside);
+      log->error(
+          "state file {}/state.json is corrupt ({}); moved it to {} and rebuilding from the kernel's view",
+          cfg.state_dir, loaded->problem, loaded->moved_aside);
       // Rebuild: adopt the live interface as it is, so a running mesh keeps
       // its peers. Its private key stays in the kernel (no private_key_file).
       if (mesh_) {
@@ -152,19 +153,23 @@ Status Core::start(const std::function<void()>& before_first_refresh) {
                           {"interface", cfg.overlay.interface},
                           {"listen_port", live->value("listen_port", int{cfg.overlay.listen_port})},
                           {"peers", json::array()}};
-          if (live->contains("address") && (*live)["address"].is_string() && !(*live)["address"].get<std::string>().empty())
+          if (live->contains("address") && (*live)["address"].is_string() &&
+              !(*live)["address"].get<std::string>().empty())
             desired["address"] = (*live)["address"];
           for (const auto& p : live->value("peers", json::array())) {
-            json peer = {{"public_key", p.value("public_key", "")}, {"allowed_ips", p.value("allowed_ips", json::array())}};
+            json peer = {{"public_key", p.value("public_key", "")},
+                         {"allowed_ips", p.value("allowed_ips", json::array())}};
             if (p.contains("endpoint") && p["endpoint"].is_string()) peer["endpoint"] = p["endpoint"];
-            if (p.contains("persistent_keepalive") && p["persistent_keepalive"].is_number() && p["persistent_keepalive"].get<int>() > 0)
+            if (p.contains("persistent_keepalive") && p["persistent_keepalive"].is_number() &&
+                p["persistent_keepalive"].get<int>() > 0)
               peer["persistent_keepalive"] = p["persistent_keepalive"];
             desired["peers"].push_back(std::move(peer));
           }
           auto v = mesh_->validate(desired);
           if (v.canonical) {
             persisted_.mesh = *v.canonical;
-            log->warn("state rebuilt from live interface {}: {} peers kept", cfg.overlay.interface, desired["peers"].size());
+            log->warn("state rebuilt from live interface {}: {} peers kept", cfg.overlay.interface,
+                      desired["peers"].size());
           } else {
             log->warn("live interface {} could not be adopted: {}: {}", cfg.overlay.interface,
                       v.errors.empty() ? "" : v.errors[0].field, v.errors.empty() ? "" : v.errors[0].message);
@@ -193,8 +198,9 @@ Status Core::start(const std::function<void()>& before_first_refresh) {
       auto netns = mesh_netns_locked(persisted_.mesh);
       auto r = mesh_->apply(with_netns(persisted_.mesh, netns));
       if (r)
-        mlog->info("{}: adopted persisted mesh of cluster {}{} (changes: {})", ifname_of(persisted_.mesh, cfg),
-                   persisted_.mesh.value("cluster_id", ""), netns ? " inside the pod holding it" : "",
+        mlog->info("{}: adopted persisted mesh of cluster {}{} (changes: {})",
+                   ifname_of(persisted_.mesh, cfg), persisted_.mesh.value("cluster_id", ""),
+                   netns ? " inside the pod holding it" : "",
                    r->contains("changes") ? (*r)["changes"].dump() : "{}");
       else
         mlog->error("{}: could not bring the persisted mesh up: {} (retrying on each refresh)",
@@ -207,7 +213,8 @@ Status Core::start(const std::function<void()>& before_first_refresh) {
 
 std::optional<std::string> Core::own_endpoint_locked(const json& inspect) const {
   const Config cfg = config();
-  if (!cfg.overlay.public_address.empty()) return endpoint_of(cfg.overlay.public_address, cfg.overlay.listen_port);
+  if (!cfg.overlay.public_address.empty())
+    return endpoint_of(cfg.overlay.public_address, cfg.overlay.listen_port);
   if (inspect.is_object() && inspect.contains("fabric") && inspect["fabric"].is_object()) {
     const json& f = inspect["fabric"];
     if (f.value("kind", "") == "roce" && f.contains("address") && f["address"].is_string())
@@ -216,7 +223,7 @@ std::optional<std::string> Core::own_endpoint_locked(const json& inspect) const 
   return std::nullopt;
 }
 
-json Core::mesh_summary_locked(const std::optional<json>& live, const std::string& live_error) {
+json Core::mesh_summary_locked(bool live, const std::string& live_error) {
   json m = {{"available", mesh_ != nullptr}};
   m["public_key"] = public_key_.empty() ? json(nullptr) : json(public_key_);
   auto ep = own_endpoint_locked(last_inspect_);
@@ -234,10 +241,12 @@ json Core::mesh_summary_locked(const std::optional<json>& live, const std::strin
   m["address"] = d.value("address", "");
   m["listen_port"] = d.value("listen_port", 51820);
   json peers = json::array();
-  for (const auto& p : d.value("peers", json::array()))
-    peers.push_back({{"public_key", p.value("public_key", "")},
-                     {"endpoint", p.contains("endpoint") ? p["endpoint"] : json(nullptr)},
-                     {"allowed_ips", p.value("allowed_ips", json::array())}});
+  // By reference: value("peers", ...) would copy the whole peer list.
+  if (auto it = d.find("peers"); it != d.end() && it->is_array())
+    for (const auto& p : *it)
+      peers.push_back({{"public_key", p.value("public_key", "")},
+                       {"endpoint", p.contains("endpoint") ? p["endpoint"] : json(nullptr)},
+                       {"allowed_ips", p.value("allowed_ips", json::array())}});
   m["peers"] = std::move(peers);
   m["state"] = live ? "up" : "absent";
   if (!live) m["error"] = live_error;
@@ -305,12 +314,14 @@ void Core::refresh() {
       if (!a) mlog->error("{}: re-apply failed: {}", ifname, a.error().message);
       s = mesh_->show(ifname, netns);
     }
-    if (s) live = std::move(*s);
-    else live_error = s.error().message;
+    if (s)
+      live = std::move(*s);
+    else
+      live_error = s.error().message;
   }
 
   json stable = {{"inspect", without_counters(inspect)},
-                 {"mesh", mesh_summary_locked(live, live_error)},
+                 {"mesh", mesh_summary_locked(live.has_value(), live_error)},
                  {"pods", pods_array_locked()},
                  {"warnings", warnings_}};
   publish_locked(std::move(stable), std::move(inspect));
@@ -330,10 +341,11 @@ std::string Core::render_status(const Snapshot& s) const {
   long long uptime = std::chrono::duration_cast<std::chrono::seconds>(now - started_).count();
   long long started = std::chrono::duration_cast<std::chrono::seconds>(started_.time_since_epoch()).count();
   char head[256];
-  std::snprintf(head, sizeof head,
-                "{\"agent\":{\"version\":\"%s\",\"instance\":\"%s\",\"generation\":%llu,\"started_unix\":%lld,"
-                "\"uptime_seconds\":%lld},",
-                FA_VERSION, instance_.c_str(), static_cast<unsigned long long>(s.generation), started, uptime);
+  std::snprintf(
+      head, sizeof head,
+      "{\"agent\":{\"version\":\"%s\",\"instance\":\"%s\",\"generation\":%llu,\"started_unix\":%lld,"
+      "\"uptime_seconds\":%lld},",
+      FA_VERSION, instance_.c_str(), static_cast<unsigned long long>(s.generation), started, uptime);
   std::string out = head;
   out.append(s.stable_body, 1, std::string::npos);  // stable_body starts with '{'
   return out;
@@ -366,12 +378,11 @@ ApiResult Core::get_mesh() {
   return out;
 }
 
-ApiResult Core::put_mesh(const json& doc_in) {
+ApiResult Core::put_mesh(json doc) {
   if (!mesh_) return unavailable("the overlay (overlay/)");
   auto log = fa::logger("mesh");
   const Config cfg = config();
   std::lock_guard lk(op_mu_);
-  json doc = doc_in;
   // Without a key file of its own, the mesh uses the agent's key, so the
   // public key the control plane read from /v1/status stays true.
   if (doc.is_object() && !doc.contains("private_key_file")) doc["private_key_file"] = key_path();
@@ -395,8 +406,8 @@ ApiResult Core::put_mesh(const json& doc_in) {
   if (!have.is_null()) {
     if (have.value("cluster_id", "") != want.value("cluster_id", ""))
       return ApiFailure{409, "conflict",
-                        "this node is in cluster '" + have.value("cluster_id", "") + "'; DELETE /v1/mesh before joining '" +
-                            want.value("cluster_id", "") + "'",
+                        "this node is in cluster '" + have.value("cluster_id", "") +
+                            "'; DELETE /v1/mesh before joining '" + want.value("cluster_id", "") + "'",
                         "cluster_id", nullptr};
     if (ifname_of(have, cfg) != ifname_of(want, cfg) || opt_netns(have) != opt_netns(want))
       return ApiFailure{409, "conflict",
@@ -404,28 +415,30 @@ ApiResult Core::put_mesh(const json& doc_in) {
                             "'; DELETE /v1/mesh before moving it to another interface or namespace",
                         "interface", nullptr};
   }
-  auto r = mesh_->apply(with_netns(want, mesh_netns_locked(want)));
+  const auto netns = mesh_netns_locked(want);
+  auto r = netns ? mesh_->apply(with_netns(want, netns)) : mesh_->apply(want);
   if (!r) {
     log->error("{}: apply failed: {}", ifname_of(want, cfg), r.error().message);
     return ApiFailure{500, "apply_failed", r.error().message, "", nullptr};
   }
   if (persisted_.mesh != want) {
-    PersistedState next = persisted_;
-    next.mesh = want;
+    PersistedState next{want, persisted_.pods};
     if (Status s = save_state(cfg.state_dir, next); !s) {
       log->error("state: {}", s.error().message);
-      return ApiFailure{500, "state_write_failed", "mesh applied but not persisted: " + s.error().message, "", nullptr};
+      return ApiFailure{500, "state_write_failed", "mesh applied but not persisted: " + s.error().message, "",
+                        nullptr};
     }
     persisted_ = std::move(next);
   }
-  log->info("{}: mesh of cluster {} applied ({} peers, changes: {})", ifname_of(want, cfg), want.value("cluster_id", ""),
-            want.value("peers", json::array()).size(), r->contains("changes") ? (*r)["changes"].dump() : "{}");
+  log->info("{}: mesh of cluster {} applied ({} peers, changes: {})", ifname_of(want, cfg),
+            want.value("cluster_id", ""), want.value("peers", json::array()).size(),
+            r->contains("changes") ? (*r)["changes"].dump() : "{}");
   json stable = {{"inspect", without_counters(last_inspect_)},
-                 {"mesh", mesh_summary_locked(*r, "")},
+                 {"mesh", mesh_summary_locked(true, "")},
                  {"pods", pods_array_locked()},
                  {"warnings", warnings_}};
   publish_locked(std::move(stable), last_inspect_);
-  json out = *r;
+  json out = std::move(*r);
   out["cluster_id"] = want.value("cluster_id", "");
   return out;
 }
@@ -445,12 +458,13 @@ ApiResult Core::delete_mesh() {
     PersistedState next = persisted_;
     next.mesh = nullptr;
     if (Status s = save_state(cfg.state_dir, next); !s)
-      return ApiFailure{500, "state_write_failed", "mesh removed but not persisted: " + s.error().message, "", nullptr};
+      return ApiFailure{500, "state_write_failed", "mesh removed but not persisted: " + s.error().message, "",
+                        nullptr};
     persisted_ = std::move(next);
     log->info("{}: mesh of cluster {} removed", ifname, have.value("cluster_id", ""));
   }
   json stable = {{"inspect", without_counters(last_inspect_)},
-                 {"mesh", mesh_summary_locked(std::nullopt, "")},
+                 {"mesh", mesh_summary_locked(false, "")},
                  {"pods", pods_array_locked()},
                  {"warnings", warnings_}};
   publish_locked(std::move(stable), last_inspect_);

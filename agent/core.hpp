@@ -93,7 +93,7 @@ class Core {
 
   // Blocking, serialised.
   ApiResult get_mesh();
-  ApiResult put_mesh(const nlohmann::json& doc);
+  ApiResult put_mesh(nlohmann::json doc);
   ApiResult delete_mesh();
   nlohmann::json pods() const;
 
@@ -123,7 +123,7 @@ class Core {
   bool mesh_available() const { return mesh_ != nullptr; }
 
  private:
-  nlohmann::json mesh_summary_locked(const std::optional<nlohmann::json>& live, const std::string& live_error);
+  nlohmann::json mesh_summary_locked(bool live, const std::string& live_error);
   void publish_locked(nlohmann::json stable, nlohmann::json inspect);
   std::optional<std::string> own_endpoint_locked(const nlohmann::json& inspect) const;
   std::string key_path() const;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <mutex>
+#include <optional>
 
 #include "agent/seams.hpp"
 #include "common/fd.hpp"
@@ -102,12 +103,20 @@ class OverlayMesh final : public MeshOps {
     if (r.ok()) {
       if (!r.mesh->mtu) r.mesh->mtu = default_mtu_;
       v.canonical = overlay::to_json(*r.mesh);
+      // PUT /v1/mesh applies what it just validated: keep the parsed form so
+      // that apply() of the same document does not parse it a second time.
+      last_ = Validated{*v.canonical, std::move(*r.mesh)};
     }
     for (const auto& e : r.errors) v.errors.push_back({e.field, e.value, e.message});
     return v;
   }
 
   Result<nlohmann::json> apply(const nlohmann::json& canonical) override {
+    if (last_ && last_->canonical == canonical) {
+      auto out = overlay::apply(last_->mesh, apply_opt_);
+      last_.reset();
+      return out;
+    }
     auto r = overlay::parse_desired(canonical, overlay::ParseOptions{cidr_});
     if (!r.ok())
       return Error{"persisted mesh no longer valid: " +
@@ -156,6 +165,11 @@ class OverlayMesh final : public MeshOps {
   }
 
  private:
+  struct Validated {
+    nlohmann::json canonical;
+    overlay::DesiredMesh mesh;
+  };
+  std::optional<Validated> last_;  // Core serialises validate() and apply()
   std::string cidr_;
   overlay::ApplyOptions apply_opt_;
   uint32_t default_mtu_ = 1420;
