@@ -46,9 +46,10 @@ int cmd_inspect(const std::vector<std::string>& argv) {
   }
   InspectOptions opts = options_from_config(*cfg);
   if (auto root = args->get("sysfs-root")) opts.sysfs_root = *root;
-  // FA_INSPECT_THREADS: how many threads read sysfs (0 or unset: one per
-  // CPU). The output is the same for every value; tests and bench/inspect
-  // use it to compare one thread with several.
+  // FA_INSPECT_THREADS: how many threads read sysfs (0 or unset: one more
+  // than the usable CPUs, one on a single CPU). The output is the same for
+  // every value; tests and bench/inspect use it to compare one thread with
+  // several.
   if (const char* t = std::getenv("FA_INSPECT_THREADS"); t && *t) {
     std::string_view s(t);
     unsigned n = 0;
