@@ -12,8 +12,6 @@
 // function. Each definition repeats the prototype of OpenSSL's own header,
 // and the compiler rejects one that does not match it; a function missing
 // here fails the link. Same pattern as agent/sd_notify.cpp for libsystemd.
-#include "common/openssl_lazy.hpp"
-
 #include <dlfcn.h>
 #include <openssl/bio.h>
 #include <openssl/crypto.h>
@@ -22,7 +20,6 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 
@@ -30,34 +27,24 @@ namespace fa {
 namespace {
 
 enum Lib { kCrypto, kSsl };
-std::atomic<bool> crypto_loaded{false};
 
-void* handle(Lib lib) {
-  static void* const h[2] = {[] {
-                               void* p = ::dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL);
-                               if (p) crypto_loaded.store(true);
-                               return p;
-                             }(),
-                             nullptr};
-  if (lib == kCrypto) {
-    if (!h[0]) {
-      const char* e = ::dlerror();
-      std::fprintf(stderr, "fabric-agent: cannot load libcrypto.so.3 (%s); install the libssl3 package\n",
-                   e ? e : "unknown error");
-      std::abort();
-    }
-    return h[0];
-  }
-  static void* const ssl = [] {
-    handle(kCrypto);
-    return ::dlopen("libssl.so.3", RTLD_NOW | RTLD_LOCAL);
-  }();
-  if (!ssl) {
+// The library by its soname, loaded once; a broken install stops the
+// process with the reason (the package Depends on it, so this is rare).
+void* load(const char* soname) {
+  void* h = ::dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
     const char* e = ::dlerror();
-    std::fprintf(stderr, "fabric-agent: cannot load libssl.so.3 (%s); install the libssl3 package\n",
+    std::fprintf(stderr, "fabric-agent: cannot load %s (%s); install the libssl3 package\n", soname,
                  e ? e : "unknown error");
     std::abort();
   }
+  return h;
+}
+
+void* handle(Lib lib) {
+  static void* const crypto = load("libcrypto.so.3");
+  if (lib == kCrypto) return crypto;
+  static void* const ssl = load("libssl.so.3");
   return ssl;
 }
 
@@ -72,9 +59,6 @@ void* symbol(Lib lib, const char* name) {
 }
 
 }  // namespace
-
-bool openssl_loaded() noexcept { return crypto_loaded.load(); }
-
 }  // namespace fa
 
 // NAME's real address is looked up once, on its first call.
@@ -113,6 +97,7 @@ FA_OPENSSL(kCrypto, const char*, ERR_reason_error_string, (unsigned long e), (e)
 FA_OPENSSL(kCrypto, void, X509_free, (X509 * a), (a))
 
 // libssl: the TLS server (agent/server.cpp) and client (agent/client.cpp).
+FA_OPENSSL(kSsl, const SSL_METHOD*, TLS_method, (void), ())
 FA_OPENSSL(kSsl, const SSL_METHOD*, TLS_client_method, (void), ())
 FA_OPENSSL(kSsl, const SSL_METHOD*, TLS_server_method, (void), ())
 FA_OPENSSL(kSsl, SSL_CTX*, SSL_CTX_new, (const SSL_METHOD* meth), (meth))
