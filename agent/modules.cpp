@@ -2,12 +2,15 @@
 // Production implementations of the seams in seams.hpp, over probes/ and
 // overlay/: thin adapters, no logic of their own beyond the agent's key file.
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <mutex>
 #include <optional>
 
@@ -63,9 +66,24 @@ Result<overlay::Key> derive_in_child(const overlay::Key& priv) {
   Status sent = send_all(ours.get(), b64, "fabric-agent mesh pubkey's stdin");
   secure_wipe(b64.data(), b64.size());
   ::shutdown(ours.get(), SHUT_WR);
+  // The child answers in a few ms; one that does not within 10 s (a hung
+  // binary, a stopped process) is killed rather than left holding up the
+  // mesh operation this runs under.
   std::string got;
   char buf[128];
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  bool timed_out = false;
   for (;;) {
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd p{ours.get(), POLLIN, 0};
+    int pr = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr == 0) {
+      timed_out = true;
+      ::kill(pid, SIGKILL);
+      break;
+    }
     ssize_t n = ::read(ours.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0 || got.size() > 256) break;
@@ -75,6 +93,7 @@ Result<overlay::Key> derive_in_child(const overlay::Key& priv) {
   int st = 0;
   while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
+  if (timed_out) return Error{"fabric-agent mesh pubkey did not answer within 10 s (killed)", ETIMEDOUT};
   if (!sent) return sent.take_error();
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
     return Error{"fabric-agent mesh pubkey failed (" +
