@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "common/cli.hpp"
 
+#include <locale.h>
+
+#include <cerrno>
+#include <cstdlib>
+
 namespace fa {
 
 Result<Args> Args::parse(const std::vector<std::string>& argv, std::initializer_list<OptSpec> spec) {
@@ -56,6 +61,35 @@ std::optional<std::string> Args::get(const std::string& name) const {
 std::string Args::get_or(const std::string& name, const std::string& fallback) const {
   auto v = get(name);
   return v ? *v : fallback;
+}
+
+std::optional<double> parse_decimal(std::string_view s) {
+  size_t i = 0, digits = 0;
+  auto run = [&] {
+    size_t n = 0;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i, ++n;
+    return n;
+  };
+  if (i < s.size() && s[i] == '-') ++i;
+  digits += run();
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    digits += run();
+  }
+  if (digits == 0) return std::nullopt;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    if (run() == 0) return std::nullopt;
+  }
+  if (i != s.size()) return std::nullopt;
+  static const locale_t c_locale = ::newlocale(LC_NUMERIC_MASK, "C", nullptr);
+  std::string z(s);  // strtod needs the terminator
+  char* end = nullptr;
+  errno = 0;
+  double v = c_locale ? ::strtod_l(z.c_str(), &end, c_locale) : std::strtod(z.c_str(), &end);
+  if (end != z.c_str() + z.size() || errno == ERANGE) return std::nullopt;
+  return v;
 }
 
 }  // namespace fa

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/result.hpp"
@@ -15,8 +16,8 @@
 namespace fa {
 
 struct OptSpec {
-  std::string name;      // without the leading "--"
-  bool takes_value;      // false: a boolean flag
+  std::string name;  // without the leading "--"
+  bool takes_value;  // false: a boolean flag
 };
 
 class Args {
@@ -32,5 +33,12 @@ class Args {
   std::map<std::string, std::string> opts_;
   std::vector<std::string> pos_;
 };
+
+// A plain decimal number, the whole of `s`: [-]digits[.digits][(e|E)[+-]digits]
+// (also ".5"), read in the C locale whatever the process's. No blanks, no
+// '+', no hex, inf or nan. What std::from_chars(double) accepts, minus
+// inf/nan, without libstdc++'s floating from_chars, which would make the
+// binary load libm at every start for fegetround/fesetround.
+std::optional<double> parse_decimal(std::string_view s);
 
 }  // namespace fa

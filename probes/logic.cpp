@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <map>
 
+#include "common/cli.hpp"
+
 namespace fa::probes {
 namespace {
 
@@ -67,9 +69,8 @@ std::optional<double> parse_rate_gbps(std::string_view s) {
   if (sp == std::string_view::npos || sp == 0) return std::nullopt;
   std::string_view num = s.substr(0, sp);
   if (s.substr(sp + 1, 6) != "Gb/sec") return std::nullopt;
-  double v = 0;
-  auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), v);
-  if (ec != std::errc() || p != num.data() + num.size() || !(v > 0) || v > 1e6) return std::nullopt;
+  auto v = parse_decimal(num);
+  if (!v || !(*v > 0) || *v > 1e6) return std::nullopt;
   return v;
 }
 

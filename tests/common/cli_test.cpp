@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <locale.h>
+
 #include <catch2/catch.hpp>
 
 #include "common/cli.hpp"
@@ -29,4 +31,27 @@ TEST_CASE("unknown options and missing values are named", "[cli]") {
   auto c = Args::parse({"--json=yes"}, {{"json", false}});
   REQUIRE_FALSE(c.ok());
   CHECK(c.error().message.find("takes no value") != std::string::npos);
+}
+
+TEST_CASE("parse_decimal reads plain decimals, whatever the locale, and nothing else", "[cli]") {
+  CHECK(fa::parse_decimal("400") == 400.0);
+  CHECK(fa::parse_decimal("2.5") == 2.5);
+  CHECK(fa::parse_decimal(".5") == 0.5);
+  CHECK(fa::parse_decimal("5.") == 5.0);
+  CHECK(fa::parse_decimal("-0.95") == -0.95);
+  CHECK(fa::parse_decimal("1e3") == 1000.0);
+  CHECK(fa::parse_decimal("2.5E-1") == 0.25);
+  CHECK(fa::parse_decimal("0.1") == 0.1);  // the nearest double, as from_chars gives
+  for (const char* bad : {"", "-", ".", "+1", " 1", "1 ", "1,5", "0x10", "inf", "nan", "1e", "1e+", "1.2.3",
+                          "e5", "--1", "1e999"})
+    CHECK_FALSE(fa::parse_decimal(bad).has_value());
+  // A decimal comma locale must not change what is read (the agent never
+  // calls setlocale, but a library it loads might).
+  if (locale_t de = ::newlocale(LC_NUMERIC_MASK, "de_DE.UTF-8", nullptr)) {
+    locale_t old = ::uselocale(de);
+    CHECK(fa::parse_decimal("2.5") == 2.5);
+    CHECK_FALSE(fa::parse_decimal("2,5").has_value());
+    ::uselocale(old);
+    ::freelocale(de);
+  }
 }
