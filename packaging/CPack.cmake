@@ -121,12 +121,12 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # Run-time dependencies from the binary's NEEDED entries (dpkg-shlibdeps):
-# libibverbs1, libibumad3, libnl-3-200, libnl-route-3-200, libnl-genl-3-200,
-# libc6. libsystemd0 (sd_notify) and libssl3 (libssl.so.3 and libcrypto.so.3,
-# loaded on first use: common/openssl_lazy.cpp) are dlopen()ed, so they are
-# named here; the C++ libraries are linked into the binary.
+# libnl-3-200, libnl-route-3-200, libnl-genl-3-200, libc6. libsystemd0
+# (sd_notify), libssl3 (libssl.so.3 and libcrypto.so.3: common/openssl_lazy.cpp),
+# libibverbs1 and libibumad3 (probes/ib_lazy.cpp) are dlopen()ed on first
+# use, so they are named here; the C++ libraries are linked into the binary.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libsystemd0, libssl3")
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libsystemd0, libssl3, libibverbs1, libibumad3")
 # Verbs provider drivers (mlx5, rxe, ...) are plugins libibverbs loads at run
 # time; wireguard-go is the userspace backend where the kernel has no module.
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "ibverbs-providers")
@@ -148,7 +148,8 @@ set(CPACK_RPM_PACKAGE_GROUP "System Environment/Daemons")
 set(CPACK_RPM_PACKAGE_SUMMARY "${CPACK_PACKAGE_DESCRIPTION_SUMMARY}")
 # By name, as Fedora/RHEL call the libraries (rpmbuild adds the exact
 # sonames, libibverbs.so.1()(64bit) etc., from the binary on top).
-# openssl-libs and systemd-libs: dlopen()ed, so elfdeps cannot see them.
+# libibverbs, libibumad, openssl-libs and systemd-libs: dlopen()ed, so elfdeps
+# cannot see them.
 set(CPACK_RPM_PACKAGE_REQUIRES
     "libibverbs, libibumad, libnl3, openssl-libs, systemd-libs")
 
