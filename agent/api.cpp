@@ -20,8 +20,7 @@ Response make(int status, unsigned version, bool keep_alive, std::string body,
               std::string_view content_type = kJson) {
   Response res{static_cast<http::status>(status), version};
   res.set(http::field::server, "fabric-agent/" FA_VERSION);
-  if (!body.empty() || status != 304)
-    res.set(http::field::content_type, boost::beast::string_view(content_type.data(), content_type.size()));
+  if (!body.empty() || status != 304) res.set(http::field::content_type, boost::beast::string_view(content_type.data(), content_type.size()));
   res.set(http::field::cache_control, "no-store");
   res.keep_alive(keep_alive);
   res.body() = std::move(body);
@@ -56,8 +55,7 @@ bool etag_matches(std::string_view header, std::string_view etag) {
   size_t pos = 0;
   while (pos <= header.size()) {
     size_t comma = header.find(',', pos);
-    std::string_view item =
-        header.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+    std::string_view item = header.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
     while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
     while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
     if (item == "*" || strip(item) == want) return true;
@@ -80,8 +78,8 @@ Target split(std::string_view t) {
 
 Response method_not_allowed(const Request& req, const char* allow) {
   Response res = Api::error(405, "method_not_allowed",
-                            std::string(req.method_string()) + " is not allowed on " +
-                                std::string(split(sv(req.target())).path) + "; accepted: " + allow,
+                            std::string(req.method_string()) + " is not allowed on " + std::string(split(sv(req.target())).path) +
+                                "; accepted: " + allow,
                             "", req.version(), req.keep_alive());
   res.set(http::field::allow, allow);
   return res;
@@ -96,12 +94,11 @@ std::variant<json, Response> json_body(const Request& req, bool empty_ok) {
   while (!base.empty() && base.back() == ' ') base.remove_suffix(1);
   if (base != kJson)
     return Api::error(415, "unsupported_media_type",
-                      "Content-Type '" + std::string(ct) + "' is not accepted; accepted: application/json",
-                      "Content-Type", req.version(), req.keep_alive());
+                      "Content-Type '" + std::string(ct) + "' is not accepted; accepted: application/json", "Content-Type",
+                      req.version(), req.keep_alive());
   json doc = json::parse(req.body(), nullptr, false);
   if (doc.is_discarded())
-    return Api::error(400, "malformed_json", "the request body is not valid JSON", "", req.version(),
-                      req.keep_alive());
+    return Api::error(400, "malformed_json", "the request body is not valid JSON", "", req.version(), req.keep_alive());
   return doc;
 }
 
@@ -109,9 +106,7 @@ std::variant<json, Response> json_body(const Request& req, bool empty_ok) {
 
 Response Api::error(int status, const std::string& code, const std::string& message, const std::string& field,
                     unsigned version, bool keep_alive) {
-  json doc = {
-      {"error",
-       {{"code", code}, {"message", message}, {"field", field.empty() ? json(nullptr) : json(field)}}}};
+  json doc = {{"error", {{"code", code}, {"message", message}, {"field", field.empty() ? json(nullptr) : json(field)}}}};
   Response res = make(status, version, keep_alive, doc.dump() + "\n");
   if (status == 401) res.set(http::field::www_authenticate, "Bearer realm=\"fabric-agent\"");
   return res;
@@ -119,8 +114,8 @@ Response Api::error(int status, const std::string& code, const std::string& mess
 
 std::string_view Api::route_of(std::string_view target) {
   std::string_view p = split(target).path;
-  for (std::string_view r : {"/healthz", "/v1/status", "/metrics", "/v1/mesh", "/v1/pods",
-                             "/v1/probes/rdma/serve", "/v1/probes/rdma/run"})
+  for (std::string_view r : {"/healthz", "/v1/status", "/metrics", "/v1/mesh", "/v1/pods", "/v1/probes/rdma/serve",
+                             "/v1/probes/rdma/run"})
     if (p == r) return r;
   return "other";
 }
@@ -131,8 +126,7 @@ Outcome Api::handle(const Request& req, const RequestContext& ctx) const {
   const bool ka = req.keep_alive();
 
   if (path == "/healthz") {
-    if (req.method() != http::verb::get && req.method() != http::verb::head)
-      return method_not_allowed(req, "GET, HEAD");
+    if (req.method() != http::verb::get && req.method() != http::verb::head) return method_not_allowed(req, "GET, HEAD");
     Response res = make(200, ver, ka, "{\"status\":\"ok\"}\n");
     // HEAD: the headers of the GET, Content-Length included, and no body
     // (RFC 9110 9.3.2); a body here would be read as the next response.
@@ -145,14 +139,12 @@ Outcome Api::handle(const Request& req, const RequestContext& ctx) const {
   if (!ctx.client_cert_verified) {
     auto auth = core_.check_token(sv(req[http::field::authorization]));
     if (auth == AuthResult::Missing)
-      return error(
-          401, "unauthorized",
-          "authentication required: send 'Authorization: Bearer <token>' (token file: see docs/api.md) or a "
-          "client certificate signed by tls.client_ca",
-          "Authorization", ver, ka);
+      return error(401, "unauthorized",
+                   "authentication required: send 'Authorization: Bearer <token>' (token file: see docs/api.md) or a "
+                   "client certificate signed by tls.client_ca",
+                   "Authorization", ver, ka);
     if (auth == AuthResult::Wrong)
-      return error(403, "forbidden", "the bearer token is not valid for this agent", "Authorization", ver,
-                   ka);
+      return error(403, "forbidden", "the bearer token is not valid for this agent", "Authorization", ver, ka);
   }
 
   if (path == "/v1/status") {
@@ -162,24 +154,20 @@ Outcome Api::handle(const Request& req, const RequestContext& ctx) const {
       // Only ?wait=SECONDS is accepted; anything else is a client bug worth naming.
       for (size_t pos = 0; pos <= query.size();) {
         size_t amp = query.find('&', pos);
-        std::string_view kv =
-            query.substr(pos, amp == std::string_view::npos ? std::string_view::npos : amp - pos);
+        std::string_view kv = query.substr(pos, amp == std::string_view::npos ? std::string_view::npos : amp - pos);
         auto eq = kv.find('=');
-        std::string_view k = kv.substr(0, eq),
-                         v = eq == std::string_view::npos ? std::string_view{} : kv.substr(eq + 1);
+        std::string_view k = kv.substr(0, eq), v = eq == std::string_view::npos ? std::string_view{} : kv.substr(eq + 1);
         const long cap = core_.config().api.max_wait.count();
         if (k == "wait") {
           auto [e, ec] = std::from_chars(v.data(), v.data() + v.size(), wait);
           if (v.empty() || ec != std::errc() || e != v.data() + v.size() || wait < 0)
             return error(400, "bad_request",
-                         "wait '" + std::string(v) +
-                             "' is not accepted; accepted: an integer number of seconds 0.." +
+                         "wait '" + std::string(v) + "' is not accepted; accepted: an integer number of seconds 0.." +
                              std::to_string(cap),
                          "wait", ver, ka);
           wait = std::min(wait, cap);
         } else if (!k.empty()) {
-          return error(400, "bad_request", "unknown query parameter '" + std::string(k) + "'; accepted: wait",
-                       std::string(k), ver, ka);
+          return error(400, "bad_request", "unknown query parameter '" + std::string(k) + "'; accepted: wait", std::string(k), ver, ka);
         }
         if (amp == std::string_view::npos) break;
         pos = amp + 1;
@@ -244,9 +232,8 @@ Outcome Api::handle(const Request& req, const RequestContext& ctx) const {
       case http::verb::post: {
         auto parsed = json_body(req, true);
         if (auto* r = std::get_if<Response>(&parsed)) return std::move(*r);
-        return Deferred{
-            [rdma, req, doc = std::get<json>(parsed)] { return from_result(rdma->serve_start(doc), req); },
-            true};
+        return Deferred{[rdma, req, doc = std::get<json>(parsed)] { return from_result(rdma->serve_start(doc), req); },
+                        true};
       }
       default:
         return method_not_allowed(req, "GET, POST, DELETE");
@@ -258,8 +245,7 @@ Outcome Api::handle(const Request& req, const RequestContext& ctx) const {
     auto parsed = json_body(req, false);
     if (auto* r = std::get_if<Response>(&parsed)) return std::move(*r);
     RdmaService* rdma = &core_.rdma();
-    return Deferred{[rdma, req, doc = std::get<json>(parsed)] { return from_result(rdma->run(doc), req); },
-                    true};
+    return Deferred{[rdma, req, doc = std::get<json>(parsed)] { return from_result(rdma->run(doc), req); }, true};
   }
 
   return error(404, "not_found", "no such endpoint: " + std::string(path), "", ver, ka);

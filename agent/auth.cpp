@@ -32,8 +32,7 @@ bool Token::matches(std::string_view presented) const {
 
 namespace {
 std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t'))
-    s.pop_back();
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.pop_back();
   size_t i = 0;
   while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
   return s.substr(i);
@@ -68,8 +67,7 @@ Result<LoadedToken> load_or_create_token(const std::string& path, bool create) {
   if ((st.st_mode & 077) != 0) {
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", st.st_mode & 07777);
-    return Error{"token file " + path + " has mode " + mode +
-                 "; accepted: no access for group and others (chmod 0600)"};
+    return Error{"token file " + path + " has mode " + mode + "; accepted: no access for group and others (chmod 0600)"};
   }
   auto secret = read_token_secret(path);
   if (!secret) return secret.take_error();
@@ -83,8 +81,7 @@ AuthResult check_bearer(const Token& token, std::string_view h) {
   if (h.size() <= kScheme.size()) return AuthResult::Missing;
   // The scheme name is case-insensitive (RFC 9110 11.1).
   for (size_t i = 0; i < kScheme.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(h[i])) !=
-        std::tolower(static_cast<unsigned char>(kScheme[i])))
+    if (std::tolower(static_cast<unsigned char>(h[i])) != std::tolower(static_cast<unsigned char>(kScheme[i])))
       return AuthResult::Missing;
   std::string_view presented = h.substr(kScheme.size());
   while (!presented.empty() && presented.front() == ' ') presented.remove_prefix(1);

@@ -141,9 +141,8 @@ Status Core::start(const std::function<void()>& before_first_refresh) {
     if (!loaded) return Error{"state: " + loaded.error().message, loaded.error().sys_errno};
     persisted_ = loaded->state;
     if (!loaded->moved_aside.empty()) {
-      log->error(
-          "state file {}/state.json is corrupt ({}); moved it to {} and rebuilding from the kernel's view",
-          cfg.state_dir, loaded->problem, loaded->moved_aside);
+      log->error("state file {}/state.json is corrupt ({}); moved it to {} and rebuilding from the kernel's view",
+                 cfg.state_dir, loaded->problem, loaded->moved_aside);
       // Rebuild: adopt the live interface as it is, so a running mesh keeps
       // its peers. Its private key stays in the kernel (no private_key_file).
       if (mesh_) {
@@ -153,23 +152,19 @@ Status Core::start(const std::function<void()>& before_first_refresh) {
                           {"interface", cfg.overlay.interface},
                           {"listen_port", live->value("listen_port", int{cfg.overlay.listen_port})},
                           {"peers", json::array()}};
-          if (live->contains("address") && (*live)["address"].is_string() &&
-              !(*live)["address"].get<std::string>().empty())
+          if (live->contains("address") && (*live)["address"].is_string() && !(*live)["address"].get<std::string>().empty())
             desired["address"] = (*live)["address"];
           for (const auto& p : live->value("peers", json::array())) {
-            json peer = {{"public_key", p.value("public_key", "")},
-                         {"allowed_ips", p.value("allowed_ips", json::array())}};
+            json peer = {{"public_key", p.value("public_key", "")}, {"allowed_ips", p.value("allowed_ips", json::array())}};
             if (p.contains("endpoint") && p["endpoint"].is_string()) peer["endpoint"] = p["endpoint"];
-            if (p.contains("persistent_keepalive") && p["persistent_keepalive"].is_number() &&
-                p["persistent_keepalive"].get<int>() > 0)
+            if (p.contains("persistent_keepalive") && p["persistent_keepalive"].is_number() && p["persistent_keepalive"].get<int>() > 0)
               peer["persistent_keepalive"] = p["persistent_keepalive"];
             desired["peers"].push_back(std::move(peer));
           }
           auto v = mesh_->validate(desired);
           if (v.canonical) {
             persisted_.mesh = *v.canonical;
-            log->warn("state rebuilt from live interface {}: {} peers kept", cfg.overlay.interface,
-                      desired["peers"].size());
+            log->warn("state rebuilt from live interface {}: {} peers kept", cfg.overlay.interface, desired["peers"].size());
           } else {
             log->warn("live interface {} could not be adopted: {}: {}", cfg.overlay.interface,
                       v.errors.empty() ? "" : v.errors[0].field, v.errors.empty() ? "" : v.errors[0].message);
@@ -198,9 +193,8 @@ Status Core::start(const std::function<void()>& before_first_refresh) {
       auto netns = mesh_netns_locked(persisted_.mesh);
       auto r = mesh_->apply(with_netns(persisted_.mesh, netns));
       if (r)
-        mlog->info("{}: adopted persisted mesh of cluster {}{} (changes: {})",
-                   ifname_of(persisted_.mesh, cfg), persisted_.mesh.value("cluster_id", ""),
-                   netns ? " inside the pod holding it" : "",
+        mlog->info("{}: adopted persisted mesh of cluster {}{} (changes: {})", ifname_of(persisted_.mesh, cfg),
+                   persisted_.mesh.value("cluster_id", ""), netns ? " inside the pod holding it" : "",
                    r->contains("changes") ? (*r)["changes"].dump() : "{}");
       else
         mlog->error("{}: could not bring the persisted mesh up: {} (retrying on each refresh)",
@@ -213,8 +207,7 @@ Status Core::start(const std::function<void()>& before_first_refresh) {
 
 std::optional<std::string> Core::own_endpoint_locked(const json& inspect) const {
   const Config cfg = config();
-  if (!cfg.overlay.public_address.empty())
-    return endpoint_of(cfg.overlay.public_address, cfg.overlay.listen_port);
+  if (!cfg.overlay.public_address.empty()) return endpoint_of(cfg.overlay.public_address, cfg.overlay.listen_port);
   if (inspect.is_object() && inspect.contains("fabric") && inspect["fabric"].is_object()) {
     const json& f = inspect["fabric"];
     if (f.value("kind", "") == "roce" && f.contains("address") && f["address"].is_string())
@@ -314,10 +307,8 @@ void Core::refresh() {
       if (!a) mlog->error("{}: re-apply failed: {}", ifname, a.error().message);
       s = mesh_->show(ifname, netns);
     }
-    if (s)
-      live = std::move(*s);
-    else
-      live_error = s.error().message;
+    if (s) live = std::move(*s);
+    else live_error = s.error().message;
   }
 
   json stable = {{"inspect", without_counters(inspect)},
@@ -341,11 +332,10 @@ std::string Core::render_status(const Snapshot& s) const {
   long long uptime = std::chrono::duration_cast<std::chrono::seconds>(now - started_).count();
   long long started = std::chrono::duration_cast<std::chrono::seconds>(started_.time_since_epoch()).count();
   char head[256];
-  std::snprintf(
-      head, sizeof head,
-      "{\"agent\":{\"version\":\"%s\",\"instance\":\"%s\",\"generation\":%llu,\"started_unix\":%lld,"
-      "\"uptime_seconds\":%lld},",
-      FA_VERSION, instance_.c_str(), static_cast<unsigned long long>(s.generation), started, uptime);
+  std::snprintf(head, sizeof head,
+                "{\"agent\":{\"version\":\"%s\",\"instance\":\"%s\",\"generation\":%llu,\"started_unix\":%lld,"
+                "\"uptime_seconds\":%lld},",
+                FA_VERSION, instance_.c_str(), static_cast<unsigned long long>(s.generation), started, uptime);
   std::string out = head;
   out.append(s.stable_body, 1, std::string::npos);  // stable_body starts with '{'
   return out;
@@ -406,8 +396,8 @@ ApiResult Core::put_mesh(json doc) {
   if (!have.is_null()) {
     if (have.value("cluster_id", "") != want.value("cluster_id", ""))
       return ApiFailure{409, "conflict",
-                        "this node is in cluster '" + have.value("cluster_id", "") +
-                            "'; DELETE /v1/mesh before joining '" + want.value("cluster_id", "") + "'",
+                        "this node is in cluster '" + have.value("cluster_id", "") + "'; DELETE /v1/mesh before joining '" +
+                            want.value("cluster_id", "") + "'",
                         "cluster_id", nullptr};
     if (ifname_of(have, cfg) != ifname_of(want, cfg) || opt_netns(have) != opt_netns(want))
       return ApiFailure{409, "conflict",
@@ -425,14 +415,12 @@ ApiResult Core::put_mesh(json doc) {
     PersistedState next{want, persisted_.pods};
     if (Status s = save_state(cfg.state_dir, next); !s) {
       log->error("state: {}", s.error().message);
-      return ApiFailure{500, "state_write_failed", "mesh applied but not persisted: " + s.error().message, "",
-                        nullptr};
+      return ApiFailure{500, "state_write_failed", "mesh applied but not persisted: " + s.error().message, "", nullptr};
     }
     persisted_ = std::move(next);
   }
-  log->info("{}: mesh of cluster {} applied ({} peers, changes: {})", ifname_of(want, cfg),
-            want.value("cluster_id", ""), want.value("peers", json::array()).size(),
-            r->contains("changes") ? (*r)["changes"].dump() : "{}");
+  log->info("{}: mesh of cluster {} applied ({} peers, changes: {})", ifname_of(want, cfg), want.value("cluster_id", ""),
+            want.value("peers", json::array()).size(), r->contains("changes") ? (*r)["changes"].dump() : "{}");
   json stable = {{"inspect", without_counters(last_inspect_)},
                  {"mesh", mesh_summary_locked(true, "")},
                  {"pods", pods_array_locked()},
@@ -458,8 +446,7 @@ ApiResult Core::delete_mesh() {
     PersistedState next = persisted_;
     next.mesh = nullptr;
     if (Status s = save_state(cfg.state_dir, next); !s)
-      return ApiFailure{500, "state_write_failed", "mesh removed but not persisted: " + s.error().message, "",
-                        nullptr};
+      return ApiFailure{500, "state_write_failed", "mesh removed but not persisted: " + s.error().message, "", nullptr};
     persisted_ = std::move(next);
     log->info("{}: mesh of cluster {} removed", ifname, have.value("cluster_id", ""));
   }

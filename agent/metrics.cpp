@@ -59,14 +59,10 @@ std::string escape_label(const std::string& v) {
   std::string o;
   o.reserve(v.size());
   for (char c : v) {
-    if (c == '\\')
-      o += "\\\\";
-    else if (c == '"')
-      o += "\\\"";
-    else if (c == '\n')
-      o += "\\n";
-    else
-      o += c;
+    if (c == '\\') o += "\\\\";
+    else if (c == '"') o += "\\\"";
+    else if (c == '\n') o += "\\n";
+    else o += c;
   }
   return o;
 }
@@ -84,20 +80,18 @@ void ApiMetrics::observe(const std::string& route, int status, std::chrono::nano
 
 void ApiMetrics::render(std::string& out) const {
   std::lock_guard lk(mu_);
-  family(out, "fabric_agent_http_requests_total", "counter",
-         "HTTP API requests answered, by route and status code.");
+  family(out, "fabric_agent_http_requests_total", "counter", "HTTP API requests answered, by route and status code.");
   for (const auto& [k, n] : requests_)
-    out += "fabric_agent_http_requests_total{route=\"" + escape_label(k.first) + "\",code=\"" +
-           std::to_string(k.second) + "\"} " + num(n) + "\n";
+    out += "fabric_agent_http_requests_total{route=\"" + escape_label(k.first) + "\",code=\"" + std::to_string(k.second) +
+           "\"} " + num(n) + "\n";
   family(out, "fabric_agent_http_request_duration_seconds", "histogram",
          "Time from a complete request to its response being queued, by route.");
   for (const auto& [route, h] : latency_) {
     const std::string r = escape_label(route);
     for (size_t i = 0; i < kBuckets.size(); ++i)
-      out += "fabric_agent_http_request_duration_seconds_bucket{route=\"" + r + "\",le=\"" +
-             num(kBuckets[i]) + "\"} " + num(h.buckets[i]) + "\n";
-    out += "fabric_agent_http_request_duration_seconds_bucket{route=\"" + r + "\",le=\"+Inf\"} " +
-           num(h.count) + "\n";
+      out += "fabric_agent_http_request_duration_seconds_bucket{route=\"" + r + "\",le=\"" + num(kBuckets[i]) + "\"} " +
+             num(h.buckets[i]) + "\n";
+    out += "fabric_agent_http_request_duration_seconds_bucket{route=\"" + r + "\",le=\"+Inf\"} " + num(h.count) + "\n";
     out += "fabric_agent_http_request_duration_seconds_sum{route=\"" + r + "\"} " + num(h.sum) + "\n";
     out += "fabric_agent_http_request_duration_seconds_count{route=\"" + r + "\"} " + num(h.count) + "\n";
   }
@@ -110,16 +104,13 @@ std::string render_metrics(const MetricsInput& in, const ApiMetrics& api) {
   out += "fabric_agent_build_info{version=\"" + escape_label(FA_VERSION) + "\"} 1\n";
   family(out, "fabric_agent_start_time_seconds", "gauge", "Unix time the agent started.");
   out += "fabric_agent_start_time_seconds " + num(in.start_time_unix) + "\n";
-  family(out, "fabric_agent_status_generation", "gauge",
-         "Generation of /v1/status; moves only when the state changes.");
+  family(out, "fabric_agent_status_generation", "gauge", "Generation of /v1/status; moves only when the state changes.");
   out += "fabric_agent_status_generation " + num(in.generation) + "\n";
-  family(out, "fabric_agent_refreshes_total", "counter",
-         "Discovery refreshes run (timer and rtnetlink events).");
+  family(out, "fabric_agent_refreshes_total", "counter", "Discovery refreshes run (timer and rtnetlink events).");
   out += "fabric_agent_refreshes_total " + num(in.refreshes) + "\n";
   family(out, "fabric_agent_refresh_failures_total", "counter", "Discovery refreshes that could not run.");
   out += "fabric_agent_refresh_failures_total " + num(in.refresh_failures) + "\n";
-  family(out, "fabric_agent_last_refresh_duration_seconds", "gauge",
-         "Duration of the last discovery refresh.");
+  family(out, "fabric_agent_last_refresh_duration_seconds", "gauge", "Duration of the last discovery refresh.");
   out += "fabric_agent_last_refresh_duration_seconds " + num(in.last_refresh_seconds) + "\n";
 
   api.render(out);
@@ -127,8 +118,7 @@ std::string render_metrics(const MetricsInput& in, const ApiMetrics& api) {
   // Ports: state, rate, counters.
   std::string state, rate, counters, hw;
   std::set<std::string> seen;  // a series appears once even if the document repeats a port
-  if (in.inspect && in.inspect->is_object() && in.inspect->contains("hcas") &&
-      (*in.inspect)["hcas"].is_array()) {
+  if (in.inspect && in.inspect->is_object() && in.inspect->contains("hcas") && (*in.inspect)["hcas"].is_array()) {
     for (const auto& hca : (*in.inspect)["hcas"]) {
       std::string dev = escape_label(hca.value("name", ""));
       if (!hca.contains("ports") || !hca["ports"].is_array()) continue;
@@ -137,17 +127,14 @@ std::string render_metrics(const MetricsInput& in, const ApiMetrics& api) {
         if (!seen.insert(dev + ":" + port).second) continue;
         std::string labels = "device=\"" + dev + "\",port=\"" + port + "\"";
         std::string st = p.contains("state") && p["state"].is_string() ? p["state"].get<std::string>() : "";
-        state += "fabric_agent_port_state{" + labels + ",link_layer=\"" +
-                 escape_label(p.value("link_layer", "")) + "\"} " + std::to_string(port_state_value(st)) +
-                 "\n";
+        state += "fabric_agent_port_state{" + labels + ",link_layer=\"" + escape_label(p.value("link_layer", "")) +
+                 "\"} " + std::to_string(port_state_value(st)) + "\n";
         if (p.contains("rate_gbps") && p["rate_gbps"].is_number())
-          rate += "fabric_agent_port_rate_bits_per_second{" + labels + "} " +
-                  num(p["rate_gbps"].get<double>() * 1e9) + "\n";
+          rate += "fabric_agent_port_rate_bits_per_second{" + labels + "} " + num(p["rate_gbps"].get<double>() * 1e9) + "\n";
         auto add = [&](const char* key, std::string& dst, const char* metric) {
           if (!p.contains(key) || !p[key].is_object()) return;
           for (const auto& [name, v] : p[key].items())
-            dst += std::string(metric) + "{" + labels + ",counter=\"" + escape_label(name) + "\"} " +
-                   num(as_u64(v)) + "\n";
+            dst += std::string(metric) + "{" + labels + ",counter=\"" + escape_label(name) + "\"} " + num(as_u64(v)) + "\n";
         };
         add("counters", counters, "fabric_agent_port_counter_total");
         add("hw_counters", hw, "fabric_agent_port_hw_counter_total");
@@ -160,11 +147,9 @@ std::string render_metrics(const MetricsInput& in, const ApiMetrics& api) {
   out += state;
   family(out, "fabric_agent_port_rate_bits_per_second", "gauge", "RDMA port link rate.");
   out += rate;
-  family(out, "fabric_agent_port_counter_total", "counter",
-         "RDMA port counters (ports/N/counters), by sysfs name.");
+  family(out, "fabric_agent_port_counter_total", "counter", "RDMA port counters (ports/N/counters), by sysfs name.");
   out += counters;
-  family(out, "fabric_agent_port_hw_counter_total", "counter",
-         "RDMA port hardware counters (ports/N/hw_counters), by sysfs name.");
+  family(out, "fabric_agent_port_hw_counter_total", "counter", "RDMA port hardware counters (ports/N/hw_counters), by sysfs name.");
   out += hw;
 
   // Mesh.
@@ -177,19 +162,14 @@ std::string render_metrics(const MetricsInput& in, const ApiMetrics& api) {
     if (in.mesh_live->contains("peers") && (*in.mesh_live)["peers"].is_array()) {
       for (const auto& p : (*in.mesh_live)["peers"]) {
         ++npeers;
-        std::string labels =
-            "interface=\"" + ifname + "\",peer=\"" + escape_label(p.value("public_key", "")) + "\"";
+        std::string labels = "interface=\"" + ifname + "\",peer=\"" + escape_label(p.value("public_key", "")) + "\"";
         int64_t hs = p.contains("last_handshake_unix") && p["last_handshake_unix"].is_number_integer()
                          ? p["last_handshake_unix"].get<int64_t>()
                          : 0;
         // No handshake yet: the series is absent rather than a fake age.
-        if (hs > 0)
-          age += "fabric_agent_mesh_peer_handshake_age_seconds{" + labels + "} " +
-                 num(in.now_unix - static_cast<double>(hs)) + "\n";
-        rx += "fabric_agent_mesh_peer_receive_bytes_total{" + labels + "} " +
-              num(as_u64(p.value("rx_bytes", nlohmann::json(0)))) + "\n";
-        tx += "fabric_agent_mesh_peer_transmit_bytes_total{" + labels + "} " +
-              num(as_u64(p.value("tx_bytes", nlohmann::json(0)))) + "\n";
+        if (hs > 0) age += "fabric_agent_mesh_peer_handshake_age_seconds{" + labels + "} " + num(in.now_unix - static_cast<double>(hs)) + "\n";
+        rx += "fabric_agent_mesh_peer_receive_bytes_total{" + labels + "} " + num(as_u64(p.value("rx_bytes", nlohmann::json(0)))) + "\n";
+        tx += "fabric_agent_mesh_peer_transmit_bytes_total{" + labels + "} " + num(as_u64(p.value("tx_bytes", nlohmann::json(0)))) + "\n";
       }
     }
   }
@@ -197,14 +177,11 @@ std::string render_metrics(const MetricsInput& in, const ApiMetrics& api) {
   out += std::string("fabric_agent_mesh_up ") + (up ? "1" : "0") + "\n";
   family(out, "fabric_agent_mesh_peers", "gauge", "Peers configured on the overlay interface.");
   out += "fabric_agent_mesh_peers " + num(static_cast<uint64_t>(npeers)) + "\n";
-  family(out, "fabric_agent_mesh_peer_handshake_age_seconds", "gauge",
-         "Seconds since the last WireGuard handshake with a peer.");
+  family(out, "fabric_agent_mesh_peer_handshake_age_seconds", "gauge", "Seconds since the last WireGuard handshake with a peer.");
   out += age;
-  family(out, "fabric_agent_mesh_peer_receive_bytes_total", "counter",
-         "Bytes received from a peer over the overlay.");
+  family(out, "fabric_agent_mesh_peer_receive_bytes_total", "counter", "Bytes received from a peer over the overlay.");
   out += rx;
-  family(out, "fabric_agent_mesh_peer_transmit_bytes_total", "counter",
-         "Bytes sent to a peer over the overlay.");
+  family(out, "fabric_agent_mesh_peer_transmit_bytes_total", "counter", "Bytes sent to a peer over the overlay.");
   out += tx;
   return out;
 }

@@ -36,9 +36,7 @@ class ProbesDiscovery final : public Discovery {
 };
 }  // namespace
 
-std::unique_ptr<Discovery> make_discovery(const Config& cfg) {
-  return std::make_unique<ProbesDiscovery>(cfg);
-}
+std::unique_ptr<Discovery> make_discovery(const Config& cfg) { return std::make_unique<ProbesDiscovery>(cfg); }
 
 namespace {
 
@@ -137,9 +135,7 @@ class OverlayMesh final : public MeshOps {
       return out;
     }
     auto r = overlay::parse_desired(canonical, overlay::ParseOptions{cidr_});
-    if (!r.ok())
-      return Error{"persisted mesh no longer valid: " +
-                   (r.errors.empty() ? std::string() : r.errors[0].str())};
+    if (!r.ok()) return Error{"persisted mesh no longer valid: " + (r.errors.empty() ? std::string() : r.errors[0].str())};
     return overlay::apply(*r.mesh, apply_opt_);
   }
 
@@ -159,11 +155,11 @@ class OverlayMesh final : public MeshOps {
     auto text = read_text_file(path, 4096);
     if (text) {
       struct stat st {};
-      if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0)
+      if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+        secure_wipe(text->data(), text->size());
         return Error{"private key file " + path + " is readable by group or others; accepted: mode 0600"};
-      std::string s = *text;
-      while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-      auto k = overlay::key_from_base64(s);
+      }
+      auto k = overlay::key_from_file_text(*text);
       if (!k) return Error{"private key file " + path + ": " + k.error().message};
       auto pub = overlay::public_key_of(*k);
       overlay::wipe(*k);
@@ -173,11 +169,11 @@ class OverlayMesh final : public MeshOps {
     if (text.error().sys_errno != ENOENT) return text.take_error();
     auto k = overlay::generate_private_key();
     if (!k) return k.take_error();
-    std::string b64 = overlay::key_to_base64(*k);
+    std::string b64 = overlay::key_to_base64(*k) + "\n";
     auto pub = overlay::public_key_of(*k);
     overlay::wipe(*k);
-    Status w = write_file_atomic(path, b64 + "\n", 0600);
-    std::fill(b64.begin(), b64.end(), '\0');
+    Status w = write_file_atomic(path, b64, 0600);
+    secure_wipe(b64.data(), b64.size());
     if (!w) return w.take_error();
     if (!pub) return pub.take_error();
     return overlay::key_to_base64(*pub);

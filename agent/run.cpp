@@ -221,8 +221,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   on_signal();
 
   if (int r = sd::notify("READY=1\nSTATUS=serving"); r == -ELIBACC)
-    log->error("systemd expects a readiness notification but libsystemd could not be loaded: {}",
-               sd::load_error());
+    log->error("systemd expects a readiness notification but libsystemd could not be loaded: {}", sd::load_error());
   log->info("ready (generation {})", core.snapshot()->generation);
   ioc.run();
   worker.join();

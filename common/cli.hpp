@@ -16,8 +16,8 @@
 namespace fa {
 
 struct OptSpec {
-  std::string name;  // without the leading "--"
-  bool takes_value;  // false: a boolean flag
+  std::string name;      // without the leading "--"
+  bool takes_value;      // false: a boolean flag
 };
 
 class Args {

@@ -12,7 +12,6 @@
 // function. Each definition repeats the prototype of OpenSSL's own header,
 // and the compiler rejects one that does not match it; a function missing
 // here fails the link. Same pattern as agent/sd_notify.cpp for libsystemd.
-#include <dlfcn.h>
 #include <openssl/bio.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
@@ -20,42 +19,20 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
-#include <cstdio>
-#include <cstdlib>
+#include "common/dl.hpp"
 
 namespace fa {
 namespace {
 
 enum Lib { kCrypto, kSsl };
 
-// The library by its soname, loaded once; a broken install stops the
-// process with the reason (the package Depends on it, so this is rare).
-void* load(const char* soname) {
-  void* h = ::dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    const char* e = ::dlerror();
-    std::fprintf(stderr, "fabric-agent: cannot load %s (%s); install the libssl3 package\n", soname,
-                 e ? e : "unknown error");
-    std::abort();
-  }
-  return h;
-}
-
-void* handle(Lib lib) {
-  static void* const crypto = load("libcrypto.so.3");
-  if (lib == kCrypto) return crypto;
-  static void* const ssl = load("libssl.so.3");
-  return ssl;
-}
-
+// Each library is loaded once, on the first call of one of its functions
+// (libssl needs libcrypto, so that one comes first).
 void* symbol(Lib lib, const char* name) {
-  void* p = ::dlsym(handle(lib), name);
-  if (!p) {
-    std::fprintf(stderr, "fabric-agent: %s lacks %s; the agent needs OpenSSL 3\n",
-                 lib == kCrypto ? "libcrypto.so.3" : "libssl.so.3", name);
-    std::abort();
-  }
-  return p;
+  static void* const crypto = dl_load_or_die("libcrypto.so.3", "libssl3");
+  if (lib == kCrypto) return dl_symbol_or_die(crypto, "libcrypto.so.3", name);
+  static void* const ssl = dl_load_or_die("libssl.so.3", "libssl3");
+  return dl_symbol_or_die(ssl, "libssl.so.3", name);
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
 // read what is there, send only the difference.
 #include <sys/socket.h>
 
-#include <algorithm>
 #include <chrono>
 #include <set>
 #include <unordered_set>
@@ -21,10 +20,7 @@ namespace {
 Result<Key> read_key_file(const std::string& path) {
   auto text = read_text_file(path, 4096);
   if (!text) return Error{"private_key_file: " + text.error().message, text.error().sys_errno};
-  std::string s = *text;
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  auto k = key_from_base64(s);
-  std::fill(s.begin(), s.end(), '\0');
+  auto k = key_from_file_text(*text);
   // Never echo the file's content: it is a secret.
   if (!k) return Error{"private_key_file " + path + ": " + k.error().message};
   return k;

@@ -108,6 +108,14 @@ Result<Key> key_from_base64(std::string_view s) {
   return k;
 }
 
+Result<Key> key_from_file_text(std::string& text) {
+  std::string_view s = text;
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.remove_suffix(1);
+  auto k = key_from_base64(s);
+  secure_wipe(text.data(), text.size());
+  return k;
+}
+
 std::string key_to_hex(const Key& k) {
   std::string s(2 * kKeyLen, '0');
   for (size_t i = 0; i < kKeyLen; ++i) {

@@ -138,7 +138,9 @@ Result<Endpoint> Endpoint::parse(std::string_view s) {
   return e;
 }
 
-std::string Endpoint::str() const { return ip_with(family, addr, family == AF_INET6, ':', port); }
+std::string Endpoint::str() const {
+  return ip_with(family, addr, family == AF_INET6, ':', port);
+}
 
 namespace {
 std::vector<IpPrefix> sorted_nets(std::vector<IpPrefix> v) {

@@ -32,6 +32,9 @@ using Key = std::array<uint8_t, kKeyLen>;
 // Base64 (44 chars, standard alphabet, one '=') as wg(8) prints keys.
 std::string key_to_base64(const Key& k);
 Result<Key> key_from_base64(std::string_view s);
+// The content of a private key file (base64, trailing newline and blanks
+// allowed) -> key; `text` is wiped either way.
+Result<Key> key_from_file_text(std::string& text);
 // Lower-case hex (64 chars), the UAPI wire form.
 std::string key_to_hex(const Key& k);
 Result<Key> key_from_hex(std::string_view s);

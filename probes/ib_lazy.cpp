@@ -12,12 +12,10 @@
 // ibv_query_port and ibv_reg_mr as macros over inline wrappers that call
 // the exported functions; those macros are undone here so that the
 // exported names can be defined.
-#include <dlfcn.h>
 #include <infiniband/umad.h>
 #include <infiniband/verbs.h>
 
-#include <cstdio>
-#include <cstdlib>
+#include "common/dl.hpp"
 
 #undef ibv_query_port
 #undef ibv_reg_mr
@@ -27,36 +25,16 @@ namespace {
 
 enum Lib { kVerbs, kUmad };
 
-void* load(const char* soname, const char* package) {
-  void* h = ::dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    const char* e = ::dlerror();
-    std::fprintf(stderr, "fabric-agent: cannot load %s (%s); install the %s package\n", soname,
-                 e ? e : "unknown error", package);
-    std::abort();
-  }
-  return h;
-}
-
-void* handle(Lib lib) {
-  if (lib == kVerbs) {
-    static void* const verbs = load("libibverbs.so.1", "libibverbs1");
-    return verbs;
-  }
-  static void* const umad = load("libibumad.so.3", "libibumad3");
-  return umad;
-}
-
+// Each library is loaded once, on the first call of one of its functions.
+// dlsym gives a symbol's default version, the one the linker would bind
+// (IBVERBS_1.1 for the verbs that also have a 1.0 compat version).
 void* symbol(Lib lib, const char* name) {
-  // dlsym gives a symbol's default version, the one the linker would bind
-  // (IBVERBS_1.1 for the verbs that also have a 1.0 compat version).
-  void* p = ::dlsym(handle(lib), name);
-  if (!p) {
-    std::fprintf(stderr, "fabric-agent: %s lacks %s\n", lib == kVerbs ? "libibverbs.so.1" : "libibumad.so.3",
-                 name);
-    std::abort();
+  if (lib == kVerbs) {
+    static void* const verbs = dl_load_or_die("libibverbs.so.1", "libibverbs1");
+    return dl_symbol_or_die(verbs, "libibverbs.so.1", name);
   }
-  return p;
+  static void* const umad = dl_load_or_die("libibumad.so.3", "libibumad3");
+  return dl_symbol_or_die(umad, "libibumad.so.3", name);
 }
 
 }  // namespace

@@ -116,8 +116,7 @@ std::string real_path(const Dir& d) {
   std::snprintf(link, sizeof link, "/proc/self/fd/%d", d.fd());
   char buf[PATH_MAX];
   ssize_t n = ::readlink(link, buf, sizeof buf);
-  if (n > 0 && static_cast<size_t>(n) < sizeof buf && buf[0] == '/')
-    return std::string(buf, static_cast<size_t>(n));
+  if (n > 0 && static_cast<size_t>(n) < sizeof buf && buf[0] == '/') return std::string(buf, static_cast<size_t>(n));
   if (!::realpath(d.path().c_str(), buf)) return {};
   return buf;
 }
@@ -173,8 +172,7 @@ std::optional<int> read_numa(Ctx& c, const Dir& d, const std::string& name) {
 void read_pci(Ctx& c, const Dir& device, std::string& pci, std::string& pci_path) {
   std::string rp = real_path(device);
   if (rp.empty()) return;
-  if (!c.real_devs.empty() && rp.rfind(c.real_devs + "/", 0) == 0)
-    pci_path = rp.substr(c.real_devs.size() + 1);
+  if (!c.real_devs.empty() && rp.rfind(c.real_devs + "/", 0) == 0) pci_path = rp.substr(c.real_devs.size() + 1);
   std::string base = rp.substr(rp.rfind('/') + 1);
   // 0000:03:00.0
   if (base.size() == 12 && base[4] == ':' && base[7] == ':' && base[10] == '.') pci = base;
@@ -472,8 +470,7 @@ SysfsScan scan(const std::string& root, std::vector<std::string>& warnings, unsi
   for (auto& w : item_warnings)
     for (auto& s : w) warnings.push_back(std::move(s));
 
-  std::sort(hcas.begin(), hcas.end(),
-            [](const Hca& a, const Hca& b) { return natural_less(a.name, b.name); });
+  std::sort(hcas.begin(), hcas.end(), [](const Hca& a, const Hca& b) { return natural_less(a.name, b.name); });
   out.hcas = std::move(hcas);
   return out;
 }

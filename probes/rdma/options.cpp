@@ -4,7 +4,6 @@
 
 #include <cctype>
 #include <charconv>
-#include <cmath>
 
 #include "common/cli.hpp"
 #include "probes/rdma/probe.hpp"
@@ -25,9 +24,8 @@ Result<uint64_t> parse_uint(std::string_view field, std::string_view s, uint64_t
 
 Result<HcaPort> parse_hca(std::string_view s) {
   auto bad = [&] {
-    return Error{"--hca '" + std::string(s) +
-                 "' is not DEV or DEV:PORT (e.g. mlx5_0:1; DEV is letters, digits, "
-                 "'_', '-', '.', PORT 1..255)"};
+    return Error{"--hca '" + std::string(s) + "' is not DEV or DEV:PORT (e.g. mlx5_0:1; DEV is letters, digits, "
+                                              "'_', '-', '.', PORT 1..255)"};
   };
   HcaPort h;
   std::string_view dev = s;
@@ -62,8 +60,7 @@ Result<PeerAddr> parse_peer(std::string_view s, uint16_t default_port) {
       port = rest.substr(1);
       if (port.empty()) return bad("has an empty port");
     }
-  } else if (auto c = s.find(':');
-             c != std::string_view::npos && s.find(':', c + 1) == std::string_view::npos) {
+  } else if (auto c = s.find(':'); c != std::string_view::npos && s.find(':', c + 1) == std::string_view::npos) {
     host = s.substr(0, c);
     port = s.substr(c + 1);
     if (port.empty()) return bad("has an empty port");
@@ -73,12 +70,10 @@ Result<PeerAddr> parse_peer(std::string_view s, uint16_t default_port) {
     // Only an IPv6 literal may contain ':' (with an optional %zone).
     std::string addr(host.substr(0, host.find('%')));
     in6_addr a6{};
-    if (inet_pton(AF_INET6, addr.c_str(), &a6) != 1)
-      return bad("is not an IPv6 address; write HOST:PORT or [IPV6]:PORT");
+    if (inet_pton(AF_INET6, addr.c_str(), &a6) != 1) return bad("is not an IPv6 address; write HOST:PORT or [IPV6]:PORT");
   }
   for (char ch : host)
-    if (ch <= 0x20 || ch >= 0x7f || ch == '/' || ch == '[' || ch == ']')
-      return bad("has a character not allowed in a host");
+    if (ch <= 0x20 || ch >= 0x7f || ch == '/' || ch == '[' || ch == ']') return bad("has a character not allowed in a host");
   if (!port.empty()) {
     auto v = parse_uint("port", port, 1, 65535);
     if (!v) return bad("has a port outside 1..65535");
@@ -104,11 +99,10 @@ Result<uint64_t> parse_size(std::string_view s) {
 }
 
 Result<double> parse_duration(std::string_view s) {
-  auto d = parse_decimal(s);
-  double v = d.value_or(0);
-  if (!d || !std::isfinite(v) || v < 0.1 || v > 3600)
+  auto v = parse_decimal(s);  // never inf or nan
+  if (!v || *v < 0.1 || *v > 3600)
     return Error{"--duration '" + std::string(s) + "' is not a number of seconds in 0.1..3600"};
-  return v;
+  return *v;
 }
 
 Result<int> parse_gid_index(std::string_view s) {
@@ -120,64 +114,33 @@ Result<int> parse_gid_index(std::string_view s) {
 double port_rate_gbps(uint8_t active_width, uint8_t active_speed) {
   double lanes = 0;
   switch (active_width) {
-    case 1:
-      lanes = 1;
-      break;
-    case 2:
-      lanes = 4;
-      break;
-    case 4:
-      lanes = 8;
-      break;
-    case 8:
-      lanes = 12;
-      break;
-    case 16:
-      lanes = 2;
-      break;
-    default:
-      return 0;
+    case 1: lanes = 1; break;
+    case 2: lanes = 4; break;
+    case 4: lanes = 8; break;
+    case 8: lanes = 12; break;
+    case 16: lanes = 2; break;
+    default: return 0;
   }
   double lane = 0;
   switch (active_speed) {
-    case 1:
-      lane = 2.5;
-      break;  // SDR
-    case 2:
-      lane = 5;
-      break;  // DDR
-    case 4:
-      lane = 10;
-      break;  // QDR
-    case 8:
-      lane = 10;
-      break;  // FDR10
-    case 16:
-      lane = 14;
-      break;  // FDR
-    case 32:
-      lane = 25;
-      break;  // EDR
-    case 64:
-      lane = 50;
-      break;  // HDR
-    case 128:
-      lane = 100;
-      break;  // NDR
-    default:
-      return 0;
+    case 1: lane = 2.5; break;   // SDR
+    case 2: lane = 5; break;     // DDR
+    case 4: lane = 10; break;    // QDR
+    case 8: lane = 10; break;    // FDR10
+    case 16: lane = 14; break;   // FDR
+    case 32: lane = 25; break;   // EDR
+    case 64: lane = 50; break;   // HDR
+    case 128: lane = 100; break; // NDR
+    default: return 0;
   }
   return lanes * lane;
 }
 
 std::string_view status_name(ProbeStatus s) {
   switch (s) {
-    case ProbeStatus::kOk:
-      return "ok";
-    case ProbeStatus::kDegraded:
-      return "degraded";
-    case ProbeStatus::kFailed:
-      return "failed";
+    case ProbeStatus::kOk: return "ok";
+    case ProbeStatus::kDegraded: return "degraded";
+    case ProbeStatus::kFailed: return "failed";
   }
   return "failed";
 }
