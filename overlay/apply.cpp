@@ -266,10 +266,16 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
   }
   std::optional<Key> pub;
   if (!key_changes && cur->public_key) pub = cur->public_key;  // the kernel reports it
-  if (!pub && (key_changes || new_peer || opt.report_public_key)) {
-    auto derived = public_key_of(*want.private_key);
-    if (!derived) return derived.take_error();
-    pub = *derived;
+  if (!pub && (key_changes || new_peer || opt.report)) {
+    // wireguard-go does not: remembered in the keyring, or derived once.
+    const bool user = chosen == Backend::Userspace;
+    if (user) pub = keyring_public_key(ifname, *want.private_key);
+    if (!pub) {
+      auto derived = public_key_of(*want.private_key);
+      if (!derived) return derived.take_error();
+      pub = *derived;
+      if (user) keyring_remember(ifname, *want.private_key, *pub);
+    }
   }
   if (pub && (key_changes || new_peer))
     for (size_t i = 0; i < m.peers.size(); ++i)
@@ -290,11 +296,7 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
     want.peers.push_back(std::move(p));
   }
   Device change = diff(*cur, want);
-  // What the device holds once the change lands; reported without a second
-  // read, which would cost as much as the first on a 1000-peer device.
   if (cur->private_key) wipe(*cur->private_key);  // want holds the key from here on
-  Device after = merge(std::move(*cur), change, pub ? &*pub : nullptr);
-  after.public_key = pub;
   wipe(*want.private_key);
   int added = 0, removed = 0, updated = 0;
   for (const auto& p : change.peers) (p.remove ? removed : p.update_only ? updated : added)++;
@@ -306,8 +308,17 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
   }
   // The report is built while the backend applies the request (wireguard-go
   // takes ~20 ms for 250 new peers); it is only returned if the set succeeds.
-  if (after.private_key) wipe(*after.private_key);
-  json doc = show_doc(ifname, chosen, after, link);
+  // What the device holds once the change lands is reported without a
+  // second read, which would cost as much as the first on a 1000-peer device.
+  json doc;
+  if (opt.report) {
+    Device after = merge(std::move(*cur), change, pub ? &*pub : nullptr);
+    after.public_key = pub;
+    if (after.private_key) wipe(*after.private_key);
+    doc = show_doc(ifname, chosen, after, link);
+  } else {
+    doc = {{"interface", ifname}, {"backend", backend_name(chosen)}};
+  }
   if (device_changed) {
     auto s = be->set_device_finish();
     if (!s) return Error{ifname + ": configure device: " + s.error().message, s.error().sys_errno};
@@ -382,8 +393,14 @@ Result<json> show(const std::string& ifname, const ShowOptions& opt) {
   auto d = be->get_device(ifname);
   if (!d) return Error{ifname + ": read device: " + d.error().message, d.error().sys_errno};
   if (d->private_key && !d->public_key) {
-    auto pub = public_key_of(*d->private_key);
-    if (pub) d->public_key = *pub;
+    d->public_key = keyring_public_key(ifname, *d->private_key);
+    if (!d->public_key) {
+      auto pub = public_key_of(*d->private_key);
+      if (pub) {
+        d->public_key = *pub;
+        keyring_remember(ifname, *d->private_key, *pub);
+      }
+    }
   }
   if (d->private_key) wipe(*d->private_key);
   return show_doc(ifname, loc->backend, *d, loc->link);
@@ -403,6 +420,7 @@ Status down(const std::string& ifname, const DownOptions& opt) {
     if (!g) return g.take_error();
     guard = std::move(*g);
   }
+  keyring_forget(ifname);
   auto li = rtnl_get_link(ifname);
   if (!li) return li.take_error();
   if (!*li) return {};

@@ -72,7 +72,7 @@ int do_apply(const std::vector<std::string>& argv) {
     }
     opt.backend = *be;
   }
-  opt.report_public_key = a->has("json");
+  opt.report = a->has("json");
   if (const char* lvl = std::getenv("FA_LOG_LEVEL")) set_log_level(lvl);
   auto t0 = std::chrono::steady_clock::now();
   // X25519, when the change needs it at all (docs/overlay.md, "Public key"),
@@ -108,8 +108,6 @@ int do_apply(const std::vector<std::string>& argv) {
   fa::logger("overlay")->debug(
       "{}: read and validated {} peers in {:.2f} ms", file->c_str(), parsed.mesh->peers.size(),
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  // No join here: apply() reads the interface (netlink, UAPI) while OpenSSL
-  // finishes loading; its first X25519 waits on OpenSSL's own init lock.
   auto r = apply(*parsed.mesh, opt);
   if (!r) {
     std::fprintf(stderr, "fabric-agent mesh apply: %s\n", r.error().message.c_str());

@@ -164,12 +164,14 @@ std::atomic<bool> minimal_init{false};
 std::once_flag init_once;
 // Before the first X25519 of this process: in a short-lived one, only what
 // X25519 needs (no openssl.cnf, no legacy cipher/digest name tables, no
-// atexit cleanup: together half of OpenSSL's first-use cost).
+// error strings, our messages name the failure; no atexit cleanup: together
+// half of OpenSSL's first-use cost).
 void ensure_openssl() {
   std::call_once(init_once, [] {
     if (minimal_init.load())
       OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG | OPENSSL_INIT_NO_ADD_ALL_CIPHERS |
-                              OPENSSL_INIT_NO_ADD_ALL_DIGESTS | OPENSSL_INIT_NO_ATEXIT,
+                              OPENSSL_INIT_NO_ADD_ALL_DIGESTS | OPENSSL_INIT_NO_LOAD_CRYPTO_STRINGS |
+                              OPENSSL_INIT_NO_ATEXIT,
                           nullptr);
   });
 }

