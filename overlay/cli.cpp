@@ -92,7 +92,7 @@ int do_apply(const std::vector<std::string>& argv) {
   ParseResult parsed;
   if (first != std::string::npos && (*text)[first] == '{') {
     try {
-      parsed = parse_desired(nlohmann::json::parse(*text), po);
+      parsed = parse_desired_json(*text, po);
     } catch (const nlohmann::json::parse_error& e) {
       std::fprintf(stderr, "%s: JSON syntax error at byte %zu: %s\n", file->c_str(), e.byte, e.what());
       return 2;

@@ -28,6 +28,307 @@ std::string show_value(const json& v) {
   return s;
 }
 
+// The document as the validator reads it, whichever parser produced it: for
+// each field, whether and how it was written. Scalars keep their value;
+// anything else (a mapping, a list, a boolean, a fraction where a scalar
+// belongs) only its echo for the error message.
+struct Raw {
+  enum Kind : uint8_t { Absent, Null, String, Integer, Other };
+  Kind kind = Absent;
+  bool uns = false;  // an integer written without a sign (nlohmann's number_unsigned)
+  uint64_t u = 0;
+  int64_t i = 0;
+  std::string s;  // String: the value; Other: its echo
+  static Raw of(Kind k) {
+    Raw r;
+    r.kind = k;
+    return r;
+  }
+  std::string echo() const {
+    switch (kind) {
+      case Null:
+        return "null";
+      case Integer:
+        return uns ? std::to_string(u) : std::to_string(i);
+      default:
+        return s;
+    }
+  }
+};
+// A list field: absent, null, a list of scalars, or something else.
+struct RawList {
+  Raw::Kind kind = Raw::Absent;  // Absent, Null, Other (echo in `other`) or String for "a list"
+  std::string other;
+  std::vector<Raw> items;
+  bool is_list() const { return kind == Raw::String; }
+};
+using Unknown = std::vector<std::pair<std::string, std::string>>;  // key, echo
+struct RawPeer {
+  std::optional<std::string> not_mapping;  // echo, when the entry is not a mapping
+  Unknown unknown;
+  Raw public_key, endpoint, persistent_keepalive;
+  RawList allowed_ips;
+};
+struct RawMesh {
+  std::optional<std::string> not_mapping;
+  Unknown unknown;
+  Raw cluster_id, interface, address, listen_port, private_key_file, mtu, netns;
+  Raw::Kind peers_kind = Raw::Absent;  // as RawList::kind
+  std::string peers_other;
+  std::vector<RawPeer> peers;
+};
+
+const std::initializer_list<const char*> kTopKeys = {"cluster_id", "interface", "address", "listen_port",
+                                                     "private_key_file", "mtu", "netns", "peers"};
+const std::initializer_list<const char*> kPeerKeys = {"public_key", "endpoint", "allowed_ips",
+                                                      "persistent_keepalive"};
+
+// ------------------------------------------------ from a parsed document ---
+
+Raw raw_of(const json& v) {
+  Raw r;
+  if (v.is_null()) {
+    r.kind = Raw::Null;
+  } else if (v.is_string()) {
+    r.kind = Raw::String;
+    r.s = v.get<std::string>();
+  } else if (v.is_number_unsigned()) {
+    r.kind = Raw::Integer;
+    r.uns = true;
+    r.u = v.get<uint64_t>();
+  } else if (v.is_number_integer()) {
+    r.kind = Raw::Integer;
+    r.i = v.get<int64_t>();
+  } else {
+    r.kind = Raw::Other;
+    r.s = show_value(v);
+  }
+  return r;
+}
+Raw raw_at(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it == obj.end() ? Raw{} : raw_of(*it);
+}
+Unknown unknown_keys(const json& obj, std::initializer_list<const char*> keys) {
+  Unknown u;
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    bool ok = false;
+    for (auto k : keys) ok |= it.key() == k;
+    if (!ok) u.emplace_back(it.key(), show_value(it.value()));
+  }
+  return u;
+}
+
+RawMesh raw_from_dom(const json& doc) {
+  RawMesh m;
+  if (!doc.is_object()) {
+    m.not_mapping = show_value(doc);
+    return m;
+  }
+  m.unknown = unknown_keys(doc, kTopKeys);
+  m.cluster_id = raw_at(doc, "cluster_id");
+  m.interface = raw_at(doc, "interface");
+  m.address = raw_at(doc, "address");
+  m.listen_port = raw_at(doc, "listen_port");
+  m.private_key_file = raw_at(doc, "private_key_file");
+  m.mtu = raw_at(doc, "mtu");
+  m.netns = raw_at(doc, "netns");
+  auto pit = doc.find("peers");
+  if (pit == doc.end()) return m;
+  if (pit->is_null()) {
+    m.peers_kind = Raw::Null;
+  } else if (!pit->is_array()) {
+    m.peers_kind = Raw::Other;
+    m.peers_other = show_value(*pit);
+  } else {
+    m.peers_kind = Raw::String;
+    m.peers.reserve(pit->size());
+    for (const auto& pj : *pit) {
+      RawPeer& p = m.peers.emplace_back();
+      if (!pj.is_object()) {
+        p.not_mapping = show_value(pj);
+        continue;
+      }
+      p.unknown = unknown_keys(pj, kPeerKeys);
+      p.public_key = raw_at(pj, "public_key");
+      p.endpoint = raw_at(pj, "endpoint");
+      p.persistent_keepalive = raw_at(pj, "persistent_keepalive");
+      auto ait = pj.find("allowed_ips");
+      if (ait == pj.end()) continue;
+      if (!ait->is_array()) {
+        p.allowed_ips.kind = ait->is_null() ? Raw::Null : Raw::Other;
+        p.allowed_ips.other = show_value(*ait);
+        continue;
+      }
+      p.allowed_ips.kind = Raw::String;
+      p.allowed_ips.items.reserve(ait->size());
+      for (const auto& a : *ait) p.allowed_ips.items.push_back(raw_of(a));
+    }
+  }
+  return m;
+}
+
+// --------------------------------------------- straight from JSON text ---
+// nlohmann's SAX interface fills RawMesh without building a document (for
+// 250 peers the document's allocations and lookups cost about as much as
+// the parse itself). It takes the usual shape only: the mapping of known
+// keys, scalars where scalars belong, a list of peer mappings. Anything
+// else (a syntax error, an unknown or repeated key, a mapping, list,
+// boolean or fraction where a scalar belongs) stops it, and the caller
+// parses the text into a document instead, which yields the same RawMesh
+// for every document this one accepts and the exact messages for the rest.
+class RawSax {
+ public:
+  explicit RawSax(RawMesh& m) : m_(m) {}
+
+  bool null() { return scalar(Raw::of(Raw::Null)); }
+  bool boolean(bool) { return false; }
+  bool number_integer(json::number_integer_t v) {
+    Raw r = Raw::of(Raw::Integer);
+    r.i = v;
+    return scalar(std::move(r));
+  }
+  bool number_unsigned(json::number_unsigned_t v) {
+    Raw r = Raw::of(Raw::Integer);
+    r.uns = true;
+    r.u = v;
+    return scalar(std::move(r));
+  }
+  bool number_float(json::number_float_t, const json::string_t&) { return false; }
+  bool string(json::string_t& v) {
+    Raw r = Raw::of(Raw::String);
+    r.s = v;  // a copy: the lexer keeps its buffer (and its capacity) for the next token
+    return scalar(std::move(r));
+  }
+  bool binary(json::binary_t&) { return false; }
+  bool start_object(std::size_t) {
+    if (state_ == Start) {
+      state_ = Top;
+      return true;
+    }
+    if (state_ == Peers) {
+      m_.peers.emplace_back();
+      state_ = Peer;
+      seen_ &= ~0xffu;
+      return true;
+    }
+    return false;
+  }
+  bool end_object() {
+    if (state_ == Peer) {
+      state_ = Peers;
+      return true;
+    }
+    if (state_ == Top) {
+      state_ = Done;
+      return true;
+    }
+    return false;
+  }
+  bool start_array(std::size_t) {
+    if (state_ == Top && field_ == &peers_marker_) {
+      m_.peers_kind = Raw::String;
+      state_ = Peers;
+      field_ = nullptr;
+      return true;
+    }
+    if (state_ == Peer && list_ != nullptr) {
+      list_->kind = Raw::String;
+      state_ = Ips;
+      return true;
+    }
+    return false;
+  }
+  bool end_array() {
+    if (state_ == Peers) {
+      state_ = Top;
+      return true;
+    }
+    if (state_ == Ips) {
+      state_ = Peer;
+      list_ = nullptr;
+      return true;
+    }
+    return false;
+  }
+  bool key(json::string_t& k) {
+    field_ = nullptr;
+    list_ = nullptr;
+    if (state_ == Top) return top_key(k);
+    if (state_ == Peer) return peer_key(k);
+    return false;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) { return false; }
+
+  bool done() const { return state_ == Done; }
+
+ private:
+  enum State { Start, Top, Peers, Peer, Ips, Done };
+
+  // A repeated key: the document keeps the last value; leave it to that path.
+  bool first_time(unsigned bit) {
+    if (seen_ & bit) return false;
+    seen_ |= bit;
+    return true;
+  }
+  bool top_key(const std::string& k) {
+    Raw* f[] = {&m_.cluster_id, &m_.interface, &m_.address, &m_.listen_port,
+                &m_.private_key_file, &m_.mtu, &m_.netns, &peers_marker_};
+    unsigned i = 0;
+    for (const char* name : kTopKeys) {
+      if (k == name) {
+        if (!first_time(1u << (8 + i))) return false;
+        field_ = f[i];
+        return true;
+      }
+      ++i;
+    }
+    return false;
+  }
+  bool peer_key(const std::string& k) {
+    RawPeer& p = m_.peers.back();
+    if (k == "public_key") field_ = &p.public_key;
+    else if (k == "endpoint") field_ = &p.endpoint;
+    else if (k == "persistent_keepalive") field_ = &p.persistent_keepalive;
+    else if (k == "allowed_ips") list_ = &p.allowed_ips;
+    else return false;
+    return first_time(field_ == &p.public_key ? 1 : field_ == &p.endpoint ? 2 : field_ ? 4 : 8);
+  }
+  bool scalar(Raw&& r) {
+    if (state_ == Ips) {
+      list_->items.push_back(std::move(r));
+      return true;
+    }
+    if (state_ != Top && state_ != Peer) return false;
+    if (field_ == &peers_marker_) {  // peers: null
+      if (r.kind != Raw::Null) return false;
+      m_.peers_kind = Raw::Null;
+      field_ = nullptr;
+      return true;
+    }
+    if (list_ != nullptr) {  // allowed_ips: null
+      if (r.kind != Raw::Null) return false;
+      list_->kind = Raw::Null;
+      list_->other = "null";
+      list_ = nullptr;
+      return true;
+    }
+    if (field_ == nullptr) return false;
+    *field_ = std::move(r);
+    field_ = nullptr;
+    return true;
+  }
+
+  RawMesh& m_;
+  State state_ = Start;
+  Raw* field_ = nullptr;     // the scalar field whose value comes next
+  RawList* list_ = nullptr;  // allowed_ips, whose list comes next
+  Raw peers_marker_;         // field_ == &peers_marker_: the value of "peers" comes next
+  unsigned seen_ = 0;        // keys seen: top level in bits 8-15, the current peer in bits 0-3
+};
+
+// ------------------------------------------------------------ validation ---
+
 // A field path built only when it is reported: a 1000-peer file that is
 // valid costs no string per field.
 struct Field {
@@ -47,42 +348,41 @@ class Checker {
  public:
   std::vector<ValidationError> errors;
 
-  void fail(const Field& field, const json* v, std::string msg) {
-    errors.push_back({field.str(), v ? show_value(*v) : "", std::move(msg)});
+  void fail(const Field& field, const Raw* v, std::string msg) {
+    errors.push_back({field.str(), v ? v->echo() : "", std::move(msg)});
+  }
+  void fail(const Field& field, const std::string& echo, std::string msg) {
+    errors.push_back({field.str(), echo, std::move(msg)});
   }
 
   // Unknown keys are errors: a typo like `allowed_ip` must not silently
   // drop a peer's routes.
-  void known_keys(std::string_view prefix, const json& obj, std::initializer_list<const char*> keys) {
-    for (auto it = obj.begin(); it != obj.end(); ++it) {
-      bool ok = false;
-      for (auto k : keys) ok |= it.key() == k;
-      if (ok) continue;
-      std::string list;
-      for (auto k : keys) list += (list.empty() ? "" : ", ") + std::string(k);
-      errors.push_back(
-          {std::string(prefix) + it.key(), show_value(it.value()), "unknown key (accepted: " + list + ")"});
-    }
+  void known_keys(std::string_view prefix, const Unknown& unknown, std::initializer_list<const char*> keys) {
+    if (unknown.empty()) return;
+    std::string list;
+    for (auto k : keys) list += (list.empty() ? "" : ", ") + std::string(k);
+    for (const auto& [k, echo] : unknown)
+      errors.push_back({std::string(prefix) + k, echo, "unknown key (accepted: " + list + ")"});
   }
 
-  const std::string* str(const Field& field, const json& v) {
-    if (!v.is_string()) {
+  const std::string* str(const Field& field, const Raw& v) {
+    if (v.kind != Raw::String) {
       fail(field, &v, "expected a string");
       return nullptr;
     }
-    return v.get_ptr<const std::string*>();
+    return &v.s;
   }
 
-  std::optional<int64_t> integer(const Field& field, const json& v, int64_t lo, int64_t hi, const char* what) {
-    if (!v.is_number_integer() && !v.is_number_unsigned()) {
+  std::optional<int64_t> integer(const Field& field, const Raw& v, int64_t lo, int64_t hi, const char* what) {
+    if (v.kind != Raw::Integer) {
       fail(field, &v, std::string("expected an integer ") + what);
       return std::nullopt;
     }
-    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) {
+    if (v.uns && v.u > static_cast<uint64_t>(hi)) {
       fail(field, &v, std::string("out of range, accepted: ") + what);
       return std::nullopt;
     }
-    int64_t n = v.get<int64_t>();
+    int64_t n = v.uns ? static_cast<int64_t>(v.u) : v.i;
     if (n < lo || n > hi) {
       fail(field, &v, std::string("out of range, accepted: ") + what);
       return std::nullopt;
@@ -107,9 +407,9 @@ bool valid_name(const std::string& s, size_t max) {
   return s != "." && s != "..";
 }
 
-}  // namespace
+bool present(const Raw& r) { return r.kind != Raw::Absent && r.kind != Raw::Null; }
 
-ParseResult parse_desired(const json& doc, const ParseOptions& opt) {
+ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
   ParseResult r;
   Checker ck;
   auto cidr = IpPrefix::parse(opt.overlay_cidr);
@@ -118,29 +418,27 @@ ParseResult parse_desired(const json& doc, const ParseOptions& opt) {
     return r;
   }
   IpPrefix net = cidr->network();
-  if (!doc.is_object()) {
-    r.errors.push_back({"", show_value(doc), "the mesh document must be a mapping/object"});
+  if (doc.not_mapping) {
+    r.errors.push_back({"", *doc.not_mapping, "the mesh document must be a mapping/object"});
     return r;
   }
-  ck.known_keys(
-      "", doc,
-      {"cluster_id", "interface", "address", "listen_port", "private_key_file", "mtu", "netns", "peers"});
+  ck.known_keys("", doc.unknown, kTopKeys);
   DesiredMesh m;
 
-  if (!doc.contains("cluster_id")) {
+  if (doc.cluster_id.kind == Raw::Absent) {
     ck.fail("cluster_id", nullptr, "required: the cluster this mesh belongs to (1-128 of A-Z a-z 0-9 . _ -)");
-  } else if (auto s = ck.str("cluster_id", doc["cluster_id"])) {
+  } else if (auto s = ck.str("cluster_id", doc.cluster_id)) {
     if (!valid_name(*s, 128))
-      ck.fail("cluster_id", &doc["cluster_id"], "expected 1-128 characters of A-Z a-z 0-9 . _ -");
+      ck.fail("cluster_id", &doc.cluster_id, "expected 1-128 characters of A-Z a-z 0-9 . _ -");
     else
       m.cluster_id = *s;
   }
 
-  if (doc.contains("interface")) {
-    if (auto s = ck.str("interface", doc["interface"])) {
+  if (doc.interface.kind != Raw::Absent) {
+    if (auto s = ck.str("interface", doc.interface)) {
       if (!valid_ifname(*s))
         ck.fail(
-            "interface", &doc["interface"],
+            "interface", &doc.interface,
             "expected an interface name of 1-15 characters without '/', ':' or whitespace, not '.' or '..'");
       else
         m.interface = *s;
@@ -148,11 +446,11 @@ ParseResult parse_desired(const json& doc, const ParseOptions& opt) {
   }
 
   bool have_address = false;
-  if (!doc.contains("address")) {
+  if (doc.address.kind == Raw::Absent) {
     ck.fail("address", nullptr,
             "required: this node's overlay address inside " + net.str() + ", e.g. " +
                 IpPrefix{net.family, net.addr, net.len}.str());
-  } else if (auto s = ck.str("address", doc["address"])) {
+  } else if (auto s = ck.str("address", doc.address)) {
     auto a = IpPrefix::parse(*s);
     if (a && s->find('/') == std::string::npos) a->len = net.len;
     IpPrefix host = a ? *a : IpPrefix{};
@@ -164,7 +462,7 @@ ParseResult parse_desired(const json& doc, const ParseOptions& opt) {
     netaddr.len = 32;
     if (!a || a->family != AF_INET || a->len != net.len || !net.contains(host) || host == netaddr ||
         (net.len < 31 && host == bcast)) {
-      ck.fail("address", &doc["address"],
+      ck.fail("address", &doc.address,
               "expected a host address inside the overlay " + net.str() + " written with /" +
                   std::to_string(net.len) + " (not the network or broadcast address)");
     } else {
@@ -173,28 +471,28 @@ ParseResult parse_desired(const json& doc, const ParseOptions& opt) {
     }
   }
 
-  if (doc.contains("listen_port"))
-    if (auto n = ck.integer("listen_port", doc["listen_port"], 1, 65535, "1-65535"))
+  if (doc.listen_port.kind != Raw::Absent)
+    if (auto n = ck.integer("listen_port", doc.listen_port, 1, 65535, "1-65535"))
       m.listen_port = static_cast<uint16_t>(*n);
 
-  if (doc.contains("private_key_file") && !doc["private_key_file"].is_null()) {
-    if (auto s = ck.str("private_key_file", doc["private_key_file"])) {
+  if (present(doc.private_key_file)) {
+    if (auto s = ck.str("private_key_file", doc.private_key_file)) {
       if (s->empty() || (*s)[0] != '/')
-        ck.fail("private_key_file", &doc["private_key_file"], "expected an absolute path");
+        ck.fail("private_key_file", &doc.private_key_file, "expected an absolute path");
       else
         m.private_key_file = *s;
     }
   }
 
-  if (doc.contains("mtu") && !doc["mtu"].is_null())
-    if (auto n = ck.integer("mtu", doc["mtu"], 1280, 9000, "1280-9000")) m.mtu = static_cast<uint32_t>(*n);
+  if (present(doc.mtu))
+    if (auto n = ck.integer("mtu", doc.mtu, 1280, 9000, "1280-9000")) m.mtu = static_cast<uint32_t>(*n);
 
-  if (doc.contains("netns") && !doc["netns"].is_null()) {
-    if (auto s = ck.str("netns", doc["netns"])) {
+  if (present(doc.netns)) {
+    if (auto s = ck.str("netns", doc.netns)) {
       bool path = !s->empty() && (*s)[0] == '/';
       if (!path && !valid_name(*s, 255))
         ck.fail(
-            "netns", &doc["netns"],
+            "netns", &doc.netns,
             "expected an absolute path (/run/netns/NAME, /proc/PID/ns/net) or a name of A-Z a-z 0-9 . _ -");
       else
         m.netns = *s;
@@ -205,96 +503,109 @@ ParseResult parse_desired(const json& doc, const ParseOptions& opt) {
   std::map<IpPrefix, std::pair<size_t, size_t>> seen_ips;  // -> peers[i].allowed_ips[j]
   IpPrefix self = m.address;
   self.len = 32;
-  if (auto pit = doc.find("peers"); pit != doc.end() && !pit->is_null()) {
-    const json& peers = *pit;
-    if (!peers.is_array()) {
-      ck.fail("peers", &peers, "expected a list of peers");
-    } else {
-      m.peers.reserve(peers.size());
-      for (size_t i = 0; i < peers.size(); ++i) {
-        const std::string pf = "peers[" + std::to_string(i) + "]";
-        const json& pj = peers[i];
-        if (!pj.is_object()) {
-          ck.fail(pf, &pj, "expected a mapping with public_key, endpoint, allowed_ips, persistent_keepalive");
-          continue;
-        }
-        ck.known_keys(pf + ".", pj, {"public_key", "endpoint", "allowed_ips", "persistent_keepalive"});
-        DesiredPeer p;
-        bool ok = true;
-        auto kit = pj.find("public_key");
-        if (kit == pj.end()) {
-          ck.fail(Field(pf, ".public_key"), nullptr, "required: the peer's base64 public key (44 characters)");
-          ok = false;
-        } else if (auto s = ck.str(Field(pf, ".public_key"), *kit)) {
-          auto k = key_from_base64(*s);
-          if (!k) {
-            ck.fail(Field(pf, ".public_key"), &*kit, k.error().message);
-            ok = false;
-          } else if (auto [it, fresh] = seen_keys.emplace(*k, i); !fresh) {
-            ck.fail(Field(pf, ".public_key"), &*kit,
-                    "duplicate: same key as peers[" + std::to_string(it->second) +
-                        "]; public keys must be unique");
-            ok = false;
-          } else {
-            p.public_key = *k;
-          }
-        } else {
-          ok = false;
-        }
-        if (auto eit = pj.find("endpoint"); eit != pj.end() && !eit->is_null()) {
-          if (auto s = ck.str(Field(pf, ".endpoint"), *eit)) {
-            auto e = Endpoint::parse(*s);
-            if (!e)
-              ck.fail(Field(pf, ".endpoint"), &*eit, "expected IPv4:port or [IPv6]:port with port 1-65535");
-            else
-              p.endpoint = *e;
-          }
-        }
-        auto ait = pj.find("allowed_ips");
-        if (ait == pj.end()) {
-          ck.fail(Field(pf, ".allowed_ips"), nullptr, "required: a list of prefixes inside " + net.str());
-        } else if (!ait->is_array()) {
-          ck.fail(Field(pf, ".allowed_ips"), &*ait, "expected a list of prefixes inside " + net.str());
-        } else {
-          const json& ips = *ait;
-          p.allowed_ips.reserve(ips.size());
-          for (size_t j = 0; j < ips.size(); ++j) {
-            const std::string js = std::to_string(j) + "]";
-            const Field f(pf, ".allowed_ips[", js);
-            auto s = ck.str(f, ips[j]);
-            if (!s) continue;
-            auto a = IpPrefix::parse(*s);
-            // Only overlay addresses: a peer announcing 0.0.0.0/0 or a
-            // host's LAN would pull the provider's own traffic into the mesh.
-            if (!a || !net.contains(*a)) {
-              ck.fail(f, &ips[j],
-                      "expected a prefix inside the overlay " + net.str() + ", e.g. 10.42.0.2/32");
-              continue;
-            }
-            IpPrefix n = a->network();
-            if (auto [it, fresh] = seen_ips.emplace(n, std::pair{i, j}); !fresh) {
-              ck.fail(f, &ips[j],
-                      "duplicate: already routed to peers[" + std::to_string(it->second.first) + "].allowed_ips[" +
-                          std::to_string(it->second.second) + "]; one node per address");
-              continue;
-            }
-            if (have_address && n.contains(self)) {
-              ck.fail(f, &ips[j], "covers this node's own address " + self.str() + "; one node per address");
-              continue;
-            }
-            p.allowed_ips.push_back(*a);
-          }
-        }
-        if (auto kait = pj.find("persistent_keepalive"); kait != pj.end() && !kait->is_null())
-          if (auto n = ck.integer(Field(pf, ".persistent_keepalive"), *kait, 0, 65535, "0-65535 seconds (0 = off)"))
-            p.persistent_keepalive = static_cast<uint16_t>(*n);
-        if (ok) m.peers.push_back(std::move(p));
+  if (doc.peers_kind == Raw::Other) {
+    ck.fail("peers", doc.peers_other, "expected a list of peers");
+  } else if (doc.peers_kind == Raw::String) {
+    m.peers.reserve(doc.peers.size());
+    for (size_t i = 0; i < doc.peers.size(); ++i) {
+      const std::string pf = "peers[" + std::to_string(i) + "]";
+      const RawPeer& pj = doc.peers[i];
+      if (pj.not_mapping) {
+        ck.fail(pf, *pj.not_mapping,
+                "expected a mapping with public_key, endpoint, allowed_ips, persistent_keepalive");
+        continue;
       }
+      ck.known_keys(pf + ".", pj.unknown, kPeerKeys);
+      DesiredPeer p;
+      bool ok = true;
+      if (pj.public_key.kind == Raw::Absent) {
+        ck.fail(Field(pf, ".public_key"), nullptr, "required: the peer's base64 public key (44 characters)");
+        ok = false;
+      } else if (auto s = ck.str(Field(pf, ".public_key"), pj.public_key)) {
+        auto k = key_from_base64(*s);
+        if (!k) {
+          ck.fail(Field(pf, ".public_key"), &pj.public_key, k.error().message);
+          ok = false;
+        } else if (auto [it, fresh] = seen_keys.emplace(*k, i); !fresh) {
+          ck.fail(Field(pf, ".public_key"), &pj.public_key,
+                  "duplicate: same key as peers[" + std::to_string(it->second) + "]; public keys must be unique");
+          ok = false;
+        } else {
+          p.public_key = *k;
+        }
+      } else {
+        ok = false;
+      }
+      if (present(pj.endpoint)) {
+        if (auto s = ck.str(Field(pf, ".endpoint"), pj.endpoint)) {
+          auto e = Endpoint::parse(*s);
+          if (!e)
+            ck.fail(Field(pf, ".endpoint"), &pj.endpoint, "expected IPv4:port or [IPv6]:port with port 1-65535");
+          else
+            p.endpoint = *e;
+        }
+      }
+      const RawList& ips = pj.allowed_ips;
+      if (ips.kind == Raw::Absent) {
+        ck.fail(Field(pf, ".allowed_ips"), nullptr, "required: a list of prefixes inside " + net.str());
+      } else if (!ips.is_list()) {
+        ck.fail(Field(pf, ".allowed_ips"), ips.other, "expected a list of prefixes inside " + net.str());
+      } else {
+        p.allowed_ips.reserve(ips.items.size());
+        for (size_t j = 0; j < ips.items.size(); ++j) {
+          const std::string js = std::to_string(j) + "]";
+          const Field f(pf, ".allowed_ips[", js);
+          auto s = ck.str(f, ips.items[j]);
+          if (!s) continue;
+          auto a = IpPrefix::parse(*s);
+          // Only overlay addresses: a peer announcing 0.0.0.0/0 or a
+          // host's LAN would pull the provider's own traffic into the mesh.
+          if (!a || !net.contains(*a)) {
+            ck.fail(f, &ips.items[j], "expected a prefix inside the overlay " + net.str() + ", e.g. 10.42.0.2/32");
+            continue;
+          }
+          IpPrefix n = a->network();
+          if (auto [it, fresh] = seen_ips.emplace(n, std::pair{i, j}); !fresh) {
+            ck.fail(f, &ips.items[j],
+                    "duplicate: already routed to peers[" + std::to_string(it->second.first) + "].allowed_ips[" +
+                        std::to_string(it->second.second) + "]; one node per address");
+            continue;
+          }
+          if (have_address && n.contains(self)) {
+            ck.fail(f, &ips.items[j], "covers this node's own address " + self.str() + "; one node per address");
+            continue;
+          }
+          p.allowed_ips.push_back(*a);
+        }
+      }
+      if (present(pj.persistent_keepalive))
+        if (auto n = ck.integer(Field(pf, ".persistent_keepalive"), pj.persistent_keepalive, 0, 65535,
+                                "0-65535 seconds (0 = off)"))
+          p.persistent_keepalive = static_cast<uint16_t>(*n);
+      if (ok) m.peers.push_back(std::move(p));
     }
   }
   r.errors = std::move(ck.errors);
   if (r.errors.empty()) r.mesh = std::move(m);
   return r;
+}
+
+}  // namespace
+
+ParseResult parse_desired(const json& doc, const ParseOptions& opt) { return validate(raw_from_dom(doc), opt); }
+
+std::optional<ParseResult> parse_desired_json_sax(std::string_view text, const ParseOptions& opt) {
+  RawMesh raw;
+  // A peer takes at least 64 characters of JSON: no regrowth of the list.
+  raw.peers.reserve(text.size() / 64);
+  RawSax sax(raw);
+  if (!json::sax_parse(text.begin(), text.end(), &sax) || !sax.done()) return std::nullopt;
+  return validate(raw, opt);
+}
+
+ParseResult parse_desired_json(std::string_view text, const ParseOptions& opt) {
+  if (auto r = parse_desired_json_sax(text, opt)) return std::move(*r);
+  return parse_desired(json::parse(text), opt);  // throws json::parse_error on a syntax error
 }
 
 namespace {

@@ -181,6 +181,11 @@ struct ParseResult {
 // is known from private_key_file), endpoints, keepalive 0-65535, MTU
 // 1280-9000, interface name rules, unknown keys.
 ParseResult parse_desired(const nlohmann::json& doc, const ParseOptions& opt = {});
+// The same for JSON text, without building a document when the text has the
+// usual shape (see RawSax in desired.cpp); results are those of
+// parse_desired(json::parse(text)). Throws nlohmann::json::parse_error on a
+// syntax error, as json::parse does.
+ParseResult parse_desired_json(std::string_view text, const ParseOptions& opt = {});
 ParseResult parse_desired_yaml(std::string_view text, const ParseOptions& opt = {});
 
 // --------------------------------------------------------------- actions ---

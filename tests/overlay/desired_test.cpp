@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <catch2/catch.hpp>
 
+#include "overlay/internal.hpp"
 #include "overlay/overlay.hpp"
 
 using namespace fa::overlay;
@@ -156,4 +157,77 @@ TEST_CASE("YAML entry point keeps types and quoted strings", "[desired]") {
   auto other_cidr =
       parse_desired_yaml("cluster_id: c\naddress: 172.16.5.1/16\n", ParseOptions{"172.16.0.0/16"});
   CHECK(other_cidr.ok());
+}
+
+TEST_CASE("JSON text is read without a document when it has the usual shape, with the same result",
+          "[desired]") {
+  const std::string a = kA, b = kB;
+  auto peer = [&](const std::string& key, const std::string& rest) {
+    return R"({"public_key": ")" + key + R"(", )" + rest + "}";
+  };
+  const std::string head = R"({"cluster_id": "c-1", "interface": "wg0", "address": "10.42.0.1/24", )";
+  const std::string p0 = peer(a, R"("endpoint": "192.0.2.10:51820", "allowed_ips": ["10.42.0.2/32"])");
+  const std::string p1 = peer(b, R"("endpoint": "[2001:db8::1]:51820", "allowed_ips": ["10.42.0.3/32"],
+                                     "persistent_keepalive": 25)");
+  auto doc = [&](const std::string& fields, const std::string& peers) {
+    return head + fields + R"("peers": [)" + peers + "]}";
+  };
+  // Read by the SAX path: valid documents, and documents whose every value
+  // sits where it belongs even when it is wrong.
+  const std::vector<std::string> usual = {
+      doc("", p0 + "," + p1),
+      doc(R"("listen_port": 51821, "mtu": 1420, "netns": "pod1", "private_key_file": null, )", p0),
+      R"({"cluster_id": "c", "address": "10.42.0.9"})",
+      R"({"cluster_id": "c", "address": "10.42.0.9", "peers": null})",
+      doc(R"("listen_port": "51820", "mtu": 99999, )", p0),
+      doc(R"("listen_port": 18446744073709551615, "netns": "a/b", )", p0),
+      doc("", peer(a, R"("endpoint": "192.0.2.10", "allowed_ips": ["10.42.0.2/32", 5, null, "0.0.0.0/0"],
+                        "persistent_keepalive": -1)")),
+      doc("", p0 + "," + peer(a, R"("allowed_ips": ["10.42.0.2/32", "10.42.0.1/32"], "endpoint": null)")),
+      doc("", peer("short", R"("allowed_ips": null)") + "," + peer(b, R"("allowed_ips": [])")),
+      R"({"cluster_id": null, "interface": "this-name-is-too-long", "address": 7, "peers": [{"endpoint": 1}]})",
+  };
+  // Left to the document: anything else.
+  const std::vector<std::string> other = {
+      doc(R"("colour": "blue", )", p0),
+      doc("", peer(a, R"("alowed_ips": ["10.42.0.2/32"], "allowed_ips": ["10.42.0.2/32"])")),
+      doc(R"("mtu": 1420.5, )", p0),
+      doc(R"("listen_port": true, )", p0),
+      doc(R"("interface": {"name": "wg0"}, )", p0),
+      doc(R"("cluster_id": "x", )", p0),  // the key is repeated: the document keeps the last value
+      doc("", peer(a, R"("endpoint": ["192.0.2.10:51820"], "allowed_ips": ["10.42.0.2/32"])")),
+      doc("", peer(a, R"("allowed_ips": "10.42.0.2/32")")),
+      doc("", peer(a, R"("allowed_ips": [["10.42.0.2/32"]])")),
+      doc("", R"("not a peer", 7)"),
+      R"({"cluster_id": "c", "address": "10.42.0.9", "peers": {"a": 1}})",
+      R"(["cluster_id"])",
+      R"("c")",
+  };
+  auto same = [](const ParseResult& x, const ParseResult& y) {
+    REQUIRE(x.ok() == y.ok());
+    REQUIRE(x.errors.size() == y.errors.size());
+    for (size_t i = 0; i < x.errors.size(); ++i) CHECK(x.errors[i].str() == y.errors[i].str());
+    if (x.ok()) CHECK(to_json(*x.mesh) == to_json(*y.mesh));
+  };
+  for (const auto& t : usual) {
+    INFO(t);
+    auto fast = parse_desired_json_sax(t, {});
+    REQUIRE(fast.has_value());
+    same(*fast, parse_desired(json::parse(t)));
+    same(parse_desired_json(t), parse_desired(json::parse(t)));
+  }
+  CHECK(parse_desired_json(usual[0]).ok());
+  CHECK(parse_desired_json(usual[4]).errors.size() == 2);
+  for (const auto& t : other) {
+    INFO(t);
+    CHECK_FALSE(parse_desired_json_sax(t, {}).has_value());
+    same(parse_desired_json(t), parse_desired(json::parse(t)));
+  }
+  CHECK(parse_desired_json(other[5]).mesh->cluster_id == "x");
+  // A syntax error is json::parse's, with its byte offset.
+  for (const char* bad : {R"({"cluster_id": "c", )", R"({"cluster_id": "c"} x)", ""}) {
+    INFO(bad);
+    CHECK_FALSE(parse_desired_json_sax(bad, {}).has_value());
+    CHECK_THROWS_AS(parse_desired_json(bad), json::parse_error);
+  }
 }
