@@ -78,8 +78,8 @@ struct RawMesh {
   std::vector<RawPeer> peers;
 };
 
-const std::initializer_list<const char*> kTopKeys = {"cluster_id", "interface", "address", "listen_port",
-                                                     "private_key_file", "mtu", "netns", "peers"};
+const std::initializer_list<const char*> kTopKeys = {
+    "cluster_id", "interface", "address", "listen_port", "private_key_file", "mtu", "netns", "peers"};
 const std::initializer_list<const char*> kPeerKeys = {"public_key", "endpoint", "allowed_ips",
                                                       "persistent_keepalive"};
 
@@ -272,8 +272,8 @@ class RawSax {
     return true;
   }
   bool top_key(const std::string& k) {
-    Raw* f[] = {&m_.cluster_id, &m_.interface, &m_.address, &m_.listen_port,
-                &m_.private_key_file, &m_.mtu, &m_.netns, &peers_marker_};
+    Raw* f[] = {&m_.cluster_id,       &m_.interface, &m_.address, &m_.listen_port,
+                &m_.private_key_file, &m_.mtu,       &m_.netns,   &peers_marker_};
     unsigned i = 0;
     for (const char* name : kTopKeys) {
       if (k == name) {
@@ -287,12 +287,21 @@ class RawSax {
   }
   bool peer_key(const std::string& k) {
     RawPeer& p = m_.peers.back();
-    if (k == "public_key") field_ = &p.public_key;
-    else if (k == "endpoint") field_ = &p.endpoint;
-    else if (k == "persistent_keepalive") field_ = &p.persistent_keepalive;
-    else if (k == "allowed_ips") list_ = &p.allowed_ips;
-    else return false;
-    return first_time(field_ == &p.public_key ? 1 : field_ == &p.endpoint ? 2 : field_ ? 4 : 8);
+    const struct {
+      const char* name;
+      Raw* field;
+      RawList* list;
+    } keys[] = {{"public_key", &p.public_key, nullptr},
+                {"endpoint", &p.endpoint, nullptr},
+                {"persistent_keepalive", &p.persistent_keepalive, nullptr},
+                {"allowed_ips", nullptr, &p.allowed_ips}};
+    for (unsigned i = 0; i < 4; ++i) {
+      if (k != keys[i].name) continue;
+      field_ = keys[i].field;
+      list_ = keys[i].list;
+      return first_time(1u << i);
+    }
+    return false;
   }
   bool scalar(Raw&& r) {
     if (state_ == Ips) {
@@ -522,13 +531,14 @@ ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
         ck.fail(Field(pf, ".public_key"), nullptr, "required: the peer's base64 public key (44 characters)");
         ok = false;
       } else if (auto s = ck.str(Field(pf, ".public_key"), pj.public_key)) {
-        auto k = key_from_base64(*s);
+        auto k = public_key_from_base64(*s);
         if (!k) {
           ck.fail(Field(pf, ".public_key"), &pj.public_key, k.error().message);
           ok = false;
         } else if (auto [it, fresh] = seen_keys.emplace(*k, i); !fresh) {
-          ck.fail(Field(pf, ".public_key"), &pj.public_key,
-                  "duplicate: same key as peers[" + std::to_string(it->second) + "]; public keys must be unique");
+          ck.fail(
+              Field(pf, ".public_key"), &pj.public_key,
+              "duplicate: same key as peers[" + std::to_string(it->second) + "]; public keys must be unique");
           ok = false;
         } else {
           p.public_key = *k;
@@ -540,7 +550,8 @@ ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
         if (auto s = ck.str(Field(pf, ".endpoint"), pj.endpoint)) {
           auto e = Endpoint::parse(*s);
           if (!e)
-            ck.fail(Field(pf, ".endpoint"), &pj.endpoint, "expected IPv4:port or [IPv6]:port with port 1-65535");
+            ck.fail(Field(pf, ".endpoint"), &pj.endpoint,
+                    "expected IPv4:port or [IPv6]:port with port 1-65535");
           else
             p.endpoint = *e;
         }
@@ -561,18 +572,20 @@ ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
           // Only overlay addresses: a peer announcing 0.0.0.0/0 or a
           // host's LAN would pull the provider's own traffic into the mesh.
           if (!a || !net.contains(*a)) {
-            ck.fail(f, &ips.items[j], "expected a prefix inside the overlay " + net.str() + ", e.g. 10.42.0.2/32");
+            ck.fail(f, &ips.items[j],
+                    "expected a prefix inside the overlay " + net.str() + ", e.g. 10.42.0.2/32");
             continue;
           }
           IpPrefix n = a->network();
           if (auto [it, fresh] = seen_ips.emplace(n, std::pair{i, j}); !fresh) {
             ck.fail(f, &ips.items[j],
-                    "duplicate: already routed to peers[" + std::to_string(it->second.first) + "].allowed_ips[" +
-                        std::to_string(it->second.second) + "]; one node per address");
+                    "duplicate: already routed to peers[" + std::to_string(it->second.first) +
+                        "].allowed_ips[" + std::to_string(it->second.second) + "]; one node per address");
             continue;
           }
           if (have_address && n.contains(self)) {
-            ck.fail(f, &ips.items[j], "covers this node's own address " + self.str() + "; one node per address");
+            ck.fail(f, &ips.items[j],
+                    "covers this node's own address " + self.str() + "; one node per address");
             continue;
           }
           p.allowed_ips.push_back(*a);
@@ -592,7 +605,9 @@ ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
 
 }  // namespace
 
-ParseResult parse_desired(const json& doc, const ParseOptions& opt) { return validate(raw_from_dom(doc), opt); }
+ParseResult parse_desired(const json& doc, const ParseOptions& opt) {
+  return validate(raw_from_dom(doc), opt);
+}
 
 std::optional<ParseResult> parse_desired_json_sax(std::string_view text, const ParseOptions& opt) {
   RawMesh raw;

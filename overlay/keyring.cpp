@@ -69,7 +69,8 @@ std::optional<Key> keyring_public_key(const std::string& ifname, const Key& priv
   long id = find(*desc);
   if (id < 0) return std::nullopt;
   unsigned char buf[kPayload];
-  long n = keyctl(KEYCTL_READ, static_cast<unsigned long>(id), reinterpret_cast<unsigned long>(buf), sizeof buf);
+  long n =
+      keyctl(KEYCTL_READ, static_cast<unsigned long>(id), reinterpret_cast<unsigned long>(buf), sizeof buf);
   std::optional<Key> pub;
   if (n == static_cast<long>(kPayload) && secure_equal(buf, private_key.data(), kKeyLen)) {
     pub.emplace();

@@ -108,6 +108,69 @@ Result<Key> key_from_base64(std::string_view s) {
   return k;
 }
 
+namespace {
+// Character -> value for public keys, -1 outside the alphabet.
+struct DecodeTables {
+  int8_t b64[256], hex[256];
+};
+constexpr DecodeTables make_tables() {
+  DecodeTables t{};
+  for (int c = 0; c < 256; ++c) {
+    t.b64[c] = c >= 'A' && c <= 'Z'   ? static_cast<int8_t>(c - 'A')
+               : c >= 'a' && c <= 'z' ? static_cast<int8_t>(c - 'a' + 26)
+               : c >= '0' && c <= '9' ? static_cast<int8_t>(c - '0' + 52)
+               : c == '+'             ? 62
+               : c == '/'             ? 63
+                                      : -1;
+    t.hex[c] = c >= '0' && c <= '9'   ? static_cast<int8_t>(c - '0')
+               : c >= 'a' && c <= 'f' ? static_cast<int8_t>(c - 'a' + 10)
+               : c >= 'A' && c <= 'F' ? static_cast<int8_t>(c - 'A' + 10)
+                                      : -1;
+  }
+  return t;
+}
+constexpr DecodeTables kDecode = make_tables();
+}  // namespace
+
+Result<Key> public_key_from_base64(std::string_view s) {
+  // Whatever the table does not take goes to the constant-time decoder,
+  // whose error message is then the answer.
+  if (s.size() != 44 || s[43] != '=') return key_from_base64(s);
+  auto v = [&](size_t i) { return int{kDecode.b64[static_cast<unsigned char>(s[i])]}; };
+  Key k;
+  int bad = 0;
+  size_t o = 0, i = 0;
+  for (; i < 40; i += 4) {
+    int a = v(i), b = v(i + 1), c = v(i + 2), d = v(i + 3);
+    bad |= a | b | c | d;
+    uint32_t w = uint32_t(a) << 18 | uint32_t(b) << 12 | uint32_t(c) << 6 | uint32_t(d);
+    k[o++] = static_cast<uint8_t>(w >> 16);
+    k[o++] = static_cast<uint8_t>(w >> 8);
+    k[o++] = static_cast<uint8_t>(w);
+  }
+  int a = v(40), b = v(41), c = v(42);
+  bad |= a | b | c;
+  if (bad < 0 || (c & 3)) return key_from_base64(s);
+  uint32_t w = uint32_t(a) << 18 | uint32_t(b) << 12 | uint32_t(c) << 6;
+  k[o++] = static_cast<uint8_t>(w >> 16);
+  k[o++] = static_cast<uint8_t>(w >> 8);
+  return k;
+}
+
+Result<Key> public_key_from_hex(std::string_view s) {
+  if (s.size() != 64) return key_from_hex(s);
+  Key k;
+  int bad = 0;
+  for (size_t i = 0; i < kKeyLen; ++i) {
+    int hi = kDecode.hex[static_cast<unsigned char>(s[2 * i])],
+        lo = kDecode.hex[static_cast<unsigned char>(s[2 * i + 1])];
+    bad |= hi | lo;
+    k[i] = static_cast<uint8_t>((hi & 15) << 4 | (lo & 15));
+  }
+  if (bad < 0) return key_from_hex(s);
+  return k;
+}
+
 Result<Key> key_from_file_text(std::string& text) {
   std::string_view s = text;
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.remove_suffix(1);

@@ -59,8 +59,9 @@ Result<Device> uapi_parse_get(std::string_view reply) {
     auto eq = line.find('=');
     if (eq == std::string_view::npos) return Error{"UAPI: line without '=': " + std::string(line)};
     std::string_view k = line.substr(0, eq), v = line.substr(eq + 1);
+    // Only the private_key line needs the constant-time decoder.
     auto key = [&](std::string_view val) -> Result<Key> {
-      auto r = key_from_hex(val);
+      auto r = k == "private_key" ? key_from_hex(val) : public_key_from_hex(val);
       if (!r) return Error{"UAPI: " + std::string(k) + ": " + r.error().message};
       return r;
     };

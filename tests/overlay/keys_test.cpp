@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <catch2/catch.hpp>
 
+#include <cctype>
+
 #include "overlay/internal.hpp"
 
 using namespace fa::overlay;
@@ -102,6 +104,13 @@ TEST_CASE("constant-time key codecs agree with a table-driven reference on every
     auto hb = key_from_hex(key_to_hex(k));
     REQUIRE(hb.ok());
     CHECK(*hb == k);
+    // The public-key decoders read the same.
+    auto pb = public_key_from_base64(b);
+    REQUIRE(pb.ok());
+    CHECK(*pb == k);
+    auto ph = public_key_from_hex(key_to_hex(k));
+    REQUIRE(ph.ok());
+    CHECK(*ph == k);
   }
 }
 
@@ -118,11 +127,36 @@ TEST_CASE("base64 key decoding rejects every character outside the alphabet, any
       bool want = in_alphabet && (pos != 42 || (std::string_view(kB64).find(static_cast<char>(c)) & 3) == 0);
       CHECK(k.ok() == want);
       (k.ok() ? accepted : rejected)++;
+      // The table decoder for public keys: the same verdict, key and message.
+      auto p = public_key_from_base64(s);
+      REQUIRE(p.ok() == k.ok());
+      if (k.ok())
+        CHECK(*p == *k);
+      else
+        CHECK(p.error().message == k.error().message);
+      // And in hex, in either half of a byte.
+      for (size_t hpos : {size_t(0), size_t(33), size_t(63)}) {
+        std::string h = "8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a";
+        h[hpos] = static_cast<char>(c);
+        auto kh = key_from_hex(h);
+        auto ph = public_key_from_hex(h);
+        CHECK(kh.ok() == (std::isxdigit(c) != 0));
+        REQUIRE(ph.ok() == kh.ok());
+        if (kh.ok())
+          CHECK(*ph == *kh);
+        else
+          CHECK(ph.error().message == kh.error().message);
+      }
     }
   }
   CHECK(accepted > 0);
   CHECK(rejected > 0);
   CHECK_FALSE(key_from_base64("hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTm==").ok());  // '=' in place of data
+  CHECK_FALSE(public_key_from_base64("hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTm==").ok());
+  for (const char* len :
+       {"", "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo", "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo=="})
+    CHECK(public_key_from_base64(len).error().message == key_from_base64(len).error().message);
+  CHECK(public_key_from_hex("8520").error().message == key_from_hex("8520").error().message);
   auto e = key_from_hex("8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4eg6");
   REQUIRE_FALSE(e.ok());
   CHECK(e.error().message == "not a hex digit at position 62");

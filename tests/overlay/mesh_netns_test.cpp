@@ -314,7 +314,8 @@ TEST_CASE("the public key is remembered in the keyring, never for a changed priv
     std::istringstream in(read_file("/proc/keys"));
     std::string line;
     while (std::getline(in, line))
-      if (line.find(" user ") != std::string::npos && line.find("fabric-agent:wireguard:") != std::string::npos &&
+      if (line.find(" user ") != std::string::npos &&
+          line.find("fabric-agent:wireguard:") != std::string::npos &&
           line.find(":" + m.ifn[0] + ":") != std::string::npos)
         return line;
     return std::string();
@@ -337,7 +338,8 @@ TEST_CASE("the public key is remembered in the keyring, never for a changed priv
   REQUIRE(run("wg genkey >" + m.dir + "/k2 && ip netns exec " + m.ns[0] + " wg set " + m.ifn[0] +
               " private-key " + m.dir + "/k2")
               .rc == 0);
-  std::string new_pub = run("ip netns exec " + m.ns[0] + " wg show " + m.ifn[0] + " public-key | tr -d '\\n'").out;
+  std::string new_pub =
+      run("ip netns exec " + m.ns[0] + " wg show " + m.ifn[0] + " public-key | tr -d '\\n'").out;
   REQUIRE(new_pub != m.pub[0]);
   json d = m.doc(0, true);
   d["peers"].push_back(
@@ -345,12 +347,14 @@ TEST_CASE("the public key is remembered in the keyring, never for a changed priv
   o = apply_debug(d);
   CHECK(o.rc == 1);
   CHECK_THAT(read_file(err), Catch::Contains("public key not in the keyring"));
-  CHECK_THAT(read_file(err), Catch::Contains("peers[1].public_key: `" + new_pub + "': this is the node's own"));
+  CHECK_THAT(read_file(err),
+             Catch::Contains("peers[1].public_key: `" + new_pub + "': this is the node's own"));
   auto shown = run("ip netns exec " + m.ns[0] + " " + agent() + " mesh show --json --interface " + m.ifn[0]);
   REQUIRE(shown.rc == 0);
   CHECK(json::parse(shown.out)["public_key"] == new_pub);
-  REQUIRE(run("ip netns exec " + m.ns[0] + " " + agent() + " mesh down --interface " + m.ifn[0] + " 2>/dev/null")
-              .rc == 0);
+  REQUIRE(
+      run("ip netns exec " + m.ns[0] + " " + agent() + " mesh down --interface " + m.ifn[0] + " 2>/dev/null")
+          .rc == 0);
   // Invalidated at once; /proc/keys lists it until the key collector ran.
   for (int i = 0; i < 40 && !entry().empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   CHECK(entry().empty());

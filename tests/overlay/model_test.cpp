@@ -123,7 +123,8 @@ TEST_CASE("diff: allowed-IP change replaces that peer's list only", "[diff]") {
 
 TEST_CASE("diff: a new peer carries a keepalive only when it is on", "[diff]") {
   Device cur = dev({});
-  Device want = dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}, 25), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"}, 0)});
+  Device want = dev(
+      {peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}, 25), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"}, 0)});
   Device ch = diff(cur, want);
   REQUIRE(ch.peers.size() == 2);
   CHECK(ch.peers[0].persistent_keepalive == 25);
