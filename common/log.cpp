@@ -16,7 +16,9 @@ std::shared_ptr<spdlog::logger> logger(const std::string& subsystem) {
   if (auto l = spdlog::get(subsystem)) return l;
   auto l = std::make_shared<spdlog::logger>(subsystem, std::make_shared<spdlog::sinks::ansicolor_stderr_sink_mt>());
   l->set_level(g_level);
-  l->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%n] %v");
+  // RFC 3339 in UTC: unambiguous across hosts and DST, and no time zone
+  // file to read before a short-lived command's first line.
+  l->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %^%l%$ [%n] %v", spdlog::pattern_time_type::utc);
   spdlog::register_logger(l);
   return l;
 }

@@ -5,9 +5,10 @@
 #include <sys/socket.h>
 #include <yaml-cpp/yaml.h>
 
-#include <map>
-#include <set>
+#include <cstring>
+#include <unordered_map>
 
+#include "overlay/internal.hpp"
 #include "overlay/overlay.hpp"
 
 namespace fa::overlay {
@@ -418,6 +419,15 @@ bool valid_name(const std::string& s, size_t max) {
 
 bool present(const Raw& r) { return r.kind != Raw::Absent && r.kind != Raw::Null; }
 
+struct PrefixHash {
+  size_t operator()(const IpPrefix& p) const noexcept {
+    uint64_t lo, hi;
+    std::memcpy(&lo, p.addr.data(), 8);
+    std::memcpy(&hi, p.addr.data() + 8, 8);
+    return std::hash<uint64_t>()(lo * 0x9e3779b97f4a7c15ULL ^ hi ^ (uint64_t(p.len) << 56 | unsigned(p.family)));
+  }
+};
+
 ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
   ParseResult r;
   Checker ck;
@@ -508,8 +518,10 @@ ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
     }
   }
 
-  std::map<Key, size_t> seen_keys;
-  std::map<IpPrefix, std::pair<size_t, size_t>> seen_ips;  // -> peers[i].allowed_ips[j]
+  std::unordered_map<Key, size_t, KeyHash> seen_keys;
+  std::unordered_map<IpPrefix, std::pair<size_t, size_t>, PrefixHash> seen_ips;  // -> peers[i].allowed_ips[j]
+  seen_keys.reserve(doc.peers.size());
+  seen_ips.reserve(doc.peers.size());
   IpPrefix self = m.address;
   self.len = 32;
   if (doc.peers_kind == Raw::Other) {
