@@ -13,16 +13,13 @@
 
 #include <cstring>
 
+#include "common/secure.hpp"
 #include "overlay/internal.hpp"
 
 namespace fa::overlay {
 
 namespace {
 
-struct MsgFree {
-  void operator()(nl_msg* m) const { nlmsg_free(m); }
-};
-using Msg = std::unique_ptr<nl_msg, MsgFree>;
 
 // Puts one endpoint as the kernel expects it: a raw sockaddr_in/_in6.
 int put_endpoint(nl_msg* m, const Endpoint& e) {
@@ -69,13 +66,18 @@ int put_allowed_ip(nl_msg* m, const IpPrefix& a) {
 
 }  // namespace
 
+void WipedMsgFree::operator()(nl_msg* m) const {
+  secure_wipe(nlmsg_hdr(m), nlmsg_get_max_size(m));
+  nlmsg_free(m);
+}
+
 std::vector<std::vector<uint8_t>> genl_build_set(const Device& ch, uint16_t family_id, size_t max_bytes) {
   std::vector<std::vector<uint8_t>> out;
   size_t pi = 0;  // next peer to place
   size_t ii = 0;  // next allowed IP of peer pi (0: the peer's head is not sent yet)
   bool first = true;
   for (;;) {
-    Msg msg(nlmsg_alloc_size(max_bytes));
+    WipedMsg msg(nlmsg_alloc_size(max_bytes));
     if (!msg) return {};
     nl_msg* m = msg.get();
     if (!genlmsg_put(m, NL_AUTO_PORT, NL_AUTO_SEQ, family_id, 0, NLM_F_REQUEST | NLM_F_ACK, WG_CMD_SET_DEVICE,

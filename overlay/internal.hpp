@@ -58,6 +58,13 @@ Status uapi_parse_set_reply(std::string_view reply);
 
 // ------------------------------------------------ genl wireguard family ---
 
+// A netlink message that may carry a private key: wiped whole (its
+// allocated size, not only nlmsg_len) before libnl frees it.
+struct WipedMsgFree {
+  void operator()(struct nl_msg* m) const;
+};
+using WipedMsg = std::unique_ptr<struct nl_msg, WipedMsgFree>;
+
 // One WG_CMD_SET_DEVICE request per element, each at most max_bytes long
 // (netlink messages must fit the receiver's buffer; wireguard-tools uses a
 // page). When a message fills, the half-built peer or allowed-IP nest is

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 
+#include "common/secure.hpp"
 #include "overlay/internal.hpp"
 
 #ifndef SOL_NETLINK
@@ -25,11 +26,8 @@ namespace {
 struct SockFree {
   void operator()(nl_sock* s) const { nl_socket_free(s); }
 };
-struct MsgFree {
-  void operator()(nl_msg* m) const { nlmsg_free(m); }
-};
 using Sock = std::unique_ptr<nl_sock, SockFree>;
-using Msg = std::unique_ptr<nl_msg, MsgFree>;
+using Msg = WipedMsg;
 
 int nl_to_errno(int e) {
   switch (e < 0 ? -e : e) {
@@ -100,7 +98,9 @@ class KernelBackend : public WgBackend {
       if (e == -NLE_DUMP_INTR) continue;
       if (e < 0) return nl_error(ifname + ": WG_CMD_GET_DEVICE", e);
       auto d = genl_parse_device(parts);
-      for (auto& p : parts) std::fill(p.begin(), p.end(), 0);  // held the private key
+      // They held the private key. (libnl's own receive buffer, freed inside
+      // nl_recvmsgs, cannot be reached from here.)
+      for (auto& p : parts) secure_wipe(p.data(), p.size());
       if (d) d->name = ifname;
       return d;
     }
@@ -118,7 +118,7 @@ class KernelBackend : public WgBackend {
     for (auto& raw : msgs) {
       auto* h = reinterpret_cast<nlmsghdr*>(raw.data());
       Msg m(nlmsg_convert(h));
-      std::fill(raw.begin(), raw.end(), 0);
+      secure_wipe(raw.data(), raw.size());
       if (!m) return Error{"out of memory", ENOMEM};
       if (int e = nl_send_auto(g->sock.get(), m.get()); e < 0)
         return nl_error(change.name + ": send SET_DEVICE", e);

@@ -98,3 +98,38 @@ TEST_CASE("UAPI set request carries exactly the change set", "[uapi]") {
   CHECK(e.error().sys_errno == 22);
   CHECK_FALSE(uapi_parse_set_reply("hello\n\n").ok());
 }
+
+TEST_CASE("UAPI set request stays within the size reserved for it", "[uapi]") {
+  // uapi_set_request reserves 160 + sum(212 + 55 * allowed IPs) bytes so that
+  // the buffer holding the private key never moves; the longest lines of
+  // every kind must fit that bound.
+  Device ch;
+  ch.private_key = hex(kPriv);
+  ch.listen_port = 65535;
+  ch.fwmark = 4294967295u;
+  ch.replace_peers = true;
+  for (int i = 0; i < 50; ++i) {
+    Peer p;
+    p.public_key = hex(i % 2 ? kPeer1 : kPeer2);
+    p.update_only = true;
+    p.replace_allowed_ips = true;
+    p.persistent_keepalive = 65535;
+    p.endpoint = *Endpoint::parse("[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535");
+    for (int j = 0; j < i % 7; ++j) {
+      auto a = IpPrefix::parse("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ff" + std::to_string(10 + j) + "/128");
+      REQUIRE(a.ok());
+      p.allowed_ips.push_back(*a);
+    }
+    ch.peers.push_back(p);
+  }
+  Peer gone;
+  gone.public_key = hex(kPeer1);
+  gone.remove = true;
+  ch.peers.push_back(gone);
+  size_t bound = 160;
+  for (const auto& p : ch.peers) bound += 212 + 55 * p.allowed_ips.size();
+  std::string req = uapi_set_request(ch);
+  CHECK(req.size() <= bound);
+  CHECK(req.capacity() == bound);
+  CHECK(req.rfind("set=1\nprivate_key=", 0) == 0);
+}
