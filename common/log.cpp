@@ -1,24 +1,51 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "common/log.hpp"
 
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/ansicolor_sink.h>
 
+#include <chrono>
+#include <iterator>
 #include <mutex>
 
 namespace fa {
 namespace {
 std::mutex g_mu;
 spdlog::level::level_enum g_level = spdlog::level::info;
+
+// The line's time in UTC, RFC 3339 with milliseconds and a Z, computed from
+// the clock with <chrono>'s calendar: unambiguous across hosts and DST, and
+// glibc's gmtime/localtime, which load the time zone file (/etc/localtime)
+// on first use, are never called: a short-lived command's first line costs
+// no file read.
+class UtcTime final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    using namespace std::chrono;
+    const auto t = time_point_cast<milliseconds>(msg.time);
+    const auto day = floor<days>(t);
+    const year_month_day ymd{day};
+    const hh_mm_ss hms{t - day};
+    fmt::format_to(std::back_inserter(dest), "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", int(ymd.year()),
+                   unsigned(ymd.month()), unsigned(ymd.day()), hms.hours().count(), hms.minutes().count(),
+                   hms.seconds().count(), hms.subseconds().count());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<UtcTime>(); }
+};
 }  // namespace
+
+std::unique_ptr<spdlog::formatter> line_formatter() {
+  auto f = std::make_unique<spdlog::pattern_formatter>();
+  f->add_flag<UtcTime>('*').set_pattern("%* %^%l%$ [%n] %v");
+  return f;
+}
 
 std::shared_ptr<spdlog::logger> logger(const std::string& subsystem) {
   std::lock_guard lk(g_mu);
   if (auto l = spdlog::get(subsystem)) return l;
   auto l = std::make_shared<spdlog::logger>(subsystem, std::make_shared<spdlog::sinks::ansicolor_stderr_sink_mt>());
   l->set_level(g_level);
-  // RFC 3339 in UTC: unambiguous across hosts and DST, and no time zone
-  // file to read before a short-lived command's first line.
-  l->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %^%l%$ [%n] %v", spdlog::pattern_time_type::utc);
+  l->set_formatter(line_formatter());
   spdlog::register_logger(l);
   return l;
 }

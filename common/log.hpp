@@ -12,6 +12,10 @@ namespace fa {
 
 std::shared_ptr<spdlog::logger> logger(const std::string& subsystem);
 
+// Every line: "2026-11-29T23:04:47.733Z info [overlay] message", the time
+// in UTC (RFC 3339, milliseconds).
+std::unique_ptr<spdlog::formatter> line_formatter();
+
 // Applies to every logger, existing and future. Accepts spdlog level names
 // (trace, debug, info, warn, error, critical, off).
 bool set_log_level(const std::string& level);

@@ -132,8 +132,10 @@ struct LinkInfo {
   std::vector<IpPrefix> addrs;  // IPv4 and IPv6 addresses on the link
 };
 
-// Absent link -> ok with nullopt.
-Result<std::optional<LinkInfo>> rtnl_get_link(const std::string& ifname);
+// Absent link -> ok with nullopt. Without `with_addrs`, li.addrs stays
+// empty (one netlink round trip instead of two); rtnl_read_addrs fills it.
+Result<std::optional<LinkInfo>> rtnl_get_link(const std::string& ifname, bool with_addrs = true);
+Status rtnl_read_addrs(LinkInfo& li);
 // Creates a `wireguard` link. errno EOPNOTSUPP means the kernel has no module.
 Status rtnl_add_wireguard(const std::string& ifname);
 Status rtnl_set_mtu(const std::string& ifname, uint32_t mtu);

@@ -108,24 +108,12 @@ Status addr_op(int ifindex, const IpPrefix& a, bool add) {
   return {};
 }
 
-}  // namespace
-
-Result<std::optional<LinkInfo>> rtnl_get_link(const std::string& ifname) {
-  auto s = route_socket();
-  if (!s) return s.take_error();
-  auto l = get_link(s->get(), ifname);
-  if (!l) {
-    if (l.error().sys_errno == ENODEV) return std::optional<LinkInfo>();
-    return l.take_error();
-  }
-  LinkInfo li;
-  li.ifindex = rtnl_link_get_ifindex(l->get());
-  if (const char* t = rtnl_link_get_type(l->get())) li.kind = t;
-  li.mtu = rtnl_link_get_mtu(l->get());
-  li.up = (rtnl_link_get_flags(l->get()) & IFF_UP) != 0;
+// The link's own addresses (a dump of all, filtered by ifindex).
+Status read_addrs(nl_sock* s, LinkInfo& li) {
   nl_cache* c = nullptr;
-  if (int e = rtnl_addr_alloc_cache(s->get(), &c); e < 0) return nl_error("dump addresses", e);
+  if (int e = rtnl_addr_alloc_cache(s, &c); e < 0) return nl_error("dump addresses", e);
   Cache cache(c);
+  li.addrs.clear();
   for (nl_object* o = nl_cache_get_first(c); o; o = nl_cache_get_next(o)) {
     auto* a = reinterpret_cast<rtnl_addr*>(o);
     if (rtnl_addr_get_ifindex(a) != li.ifindex) continue;
@@ -140,7 +128,33 @@ Result<std::optional<LinkInfo>> rtnl_get_link(const std::string& ifname) {
     p.len = static_cast<uint8_t>(rtnl_addr_get_prefixlen(a));
     li.addrs.push_back(p);
   }
+  return {};
+}
+
+}  // namespace
+
+Result<std::optional<LinkInfo>> rtnl_get_link(const std::string& ifname, bool with_addrs) {
+  auto s = route_socket();
+  if (!s) return s.take_error();
+  auto l = get_link(s->get(), ifname);
+  if (!l) {
+    if (l.error().sys_errno == ENODEV) return std::optional<LinkInfo>();
+    return l.take_error();
+  }
+  LinkInfo li;
+  li.ifindex = rtnl_link_get_ifindex(l->get());
+  if (const char* t = rtnl_link_get_type(l->get())) li.kind = t;
+  li.mtu = rtnl_link_get_mtu(l->get());
+  li.up = (rtnl_link_get_flags(l->get()) & IFF_UP) != 0;
+  if (with_addrs)
+    if (Status st = read_addrs(s->get(), li); !st) return st.take_error();
   return std::optional<LinkInfo>(li);
+}
+
+Status rtnl_read_addrs(LinkInfo& li) {
+  auto s = route_socket();
+  if (!s) return s.take_error();
+  return read_addrs(s->get(), li);
 }
 
 Status rtnl_add_wireguard(const std::string& ifname) {
