@@ -45,6 +45,7 @@ struct TestMesh : MeshOps {
   std::shared_ptr<std::atomic<int>> overlaps = std::make_shared<std::atomic<int>>(0);
   std::shared_ptr<std::atomic<int>> applies = std::make_shared<std::atomic<int>>(0);
   std::shared_ptr<json> live = std::make_shared<json>(nullptr);
+  std::shared_ptr<std::atomic<bool>> fail_apply = std::make_shared<std::atomic<bool>>(false);
 
   MeshValidation validate(const json& doc) override {
     MeshValidation v;
@@ -55,6 +56,7 @@ struct TestMesh : MeshOps {
     return v;
   }
   fa::Result<json> apply(const json& m) override {
+    if (*fail_apply) return fa::Error{"wireguard-go went away"};
     if (++*in_flight > 1) ++*overlaps;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     ++*applies;
@@ -280,6 +282,19 @@ TEST_CASE("mesh: 415, 400, 422 with field, 200, idempotent, 409, delete", "[api]
   struct stat sb {};
   REQUIRE(::stat((f.dir.path + "/state.json").c_str(), &sb) == 0);
   CHECK((sb.st_mode & 0777) == 0600);
+
+  // A failed apply leaves the persisted state as it was (the new one is
+  // written while the apply runs, and written back when it fails).
+  *f.mesh->fail_apply = true;
+  Response failed =
+      f.respond(put(R"({"cluster_id":"c-1","address":"10.42.0.1/24","peers":[{"public_key":"x"}]})"));
+  CHECK(failed.result_int() == 500);
+  CHECK(error_of(failed)["code"] == "apply_failed");
+  *f.mesh->fail_apply = false;
+  auto kept = load_state(f.dir.path);
+  REQUIRE(kept.ok());
+  CHECK(kept->state.mesh == st->state.mesh);
+  CHECK(f.core->snapshot()->generation == g1);
 
   Response conflict = f.respond(put(R"({"cluster_id":"c-2","peers":[]})"));
   CHECK(conflict.result_int() == 409);
