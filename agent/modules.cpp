@@ -134,7 +134,9 @@ class OverlayMesh final : public MeshOps {
       last_.reset();
       return out;
     }
-    auto r = overlay::parse_desired(canonical, overlay::ParseOptions{cidr_});
+    overlay::ParseOptions po;
+    po.overlay_cidr = cidr_;
+    auto r = overlay::parse_desired(canonical, po);
     if (!r.ok()) return Error{"persisted mesh no longer valid: " + (r.errors.empty() ? std::string() : r.errors[0].str())};
     return overlay::apply(*r.mesh, apply_opt_);
   }

@@ -28,13 +28,16 @@ Result<Key> read_key_file(const std::string& path) {
 
 // Which backend serves an existing link, and why we think so. For
 // wireguard-go, conn keeps the connection that asked: the apply goes on over it.
+// conn: in, a connection to the socket already open (EarlyGet), checked
+// instead of a new one; out, the connection that identified the server.
 Result<Backend> detect_backend(const LinkInfo& li, const std::string& ifname, const std::string& uapi_dir,
                                std::string& reason, Fd* conn = nullptr) {
   if (li.kind == "wireguard") {
     reason = "existing kernel wireguard interface adopted";
     return Backend::Kernel;
   }
-  if (auto fd = uapi_connect(uapi_dir, ifname)) {
+  Result<Fd> fd = conn && conn->valid() ? Result<Fd>(std::move(*conn)) : uapi_connect(uapi_dir, ifname);
+  if (fd) {
     if (auto srv = uapi_peer_pid(fd->get(), uapi_socket_path(uapi_dir, ifname))) {
       reason = "existing interface served by wireguard-go (pid " + std::to_string(*srv) + ") adopted";
       if (conn) *conn = std::move(*fd);
@@ -48,9 +51,9 @@ Result<Backend> detect_backend(const LinkInfo& li, const std::string& ifname, co
 }
 
 std::unique_ptr<WgBackend> make_backend(Backend b, const std::string& uapi_dir, Fd conn = Fd(),
-                                        const std::string& ifname = {}) {
+                                        const std::string& ifname = {}, bool get_sent = false) {
   if (b == Backend::Kernel) return make_kernel_backend();
-  return make_userspace_backend(uapi_dir, std::move(conn), ifname);
+  return make_userspace_backend(uapi_dir, std::move(conn), ifname, get_sent);
 }
 
 bool same_addr(const IpPrefix& a, const IpPrefix& b) {
@@ -162,6 +165,14 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
   Backend chosen;
   std::string reason;
   Fd conn;
+  // A get sent while the document was parsed answers for this interface if
+  // it lives here (no netns) and is served by that wireguard-go.
+  bool early = false;
+  if (opt.early_get && opt.early_get->pending() && opt.early_get->ifname() == ifname && found && !ns &&
+      found->kind != "wireguard") {
+    conn = opt.early_get->take();
+    early = true;
+  }
   if (found) {
     auto b = detect_backend(*found, ifname, opt.uapi_dir, reason, &conn);
     if (!b) return b.take_error();
@@ -231,9 +242,11 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   };
   log->debug("{}: located at {:.2f} ms", ifname, ms());
-  auto be = make_backend(chosen, opt.uapi_dir, std::move(conn), ifname);
+  early = early && conn.valid();
+  auto be = make_backend(chosen, opt.uapi_dir, std::move(conn), ifname, early);
   auto cur = be->get_device(ifname);
-  log->debug("{}: device read at {:.2f} ms ({} peers)", ifname, ms(), cur ? cur->peers.size() : 0);
+  log->debug("{}: device read at {:.2f} ms ({} peers{})", ifname, ms(), cur ? cur->peers.size() : 0,
+             early ? ", asked while the file was parsed" : "");
   if (!cur) return Error{ifname + ": read device: " + cur.error().message, cur.error().sys_errno};
 
   Device want;

@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstring>
+#include <functional>
 #include <unordered_map>
 
 #include "overlay/internal.hpp"
@@ -178,9 +179,13 @@ RawMesh raw_from_dom(const json& doc) {
 // boolean or fraction where a scalar belongs) stops it, and the caller
 // parses the text into a document instead, which yields the same RawMesh
 // for every document this one accepts and the exact messages for the rest.
+bool valid_ifname(const std::string& s);
+
 class RawSax {
  public:
-  explicit RawSax(RawMesh& m) : m_(m) {}
+  using OnInterface = std::function<void(const std::string&)>;
+  explicit RawSax(RawMesh& m, const OnInterface* on_interface = nullptr)
+      : m_(m), on_interface_(on_interface) {}
 
   bool null() { return scalar(Raw::of(Raw::Null)); }
   bool boolean(bool) { return false; }
@@ -325,11 +330,17 @@ class RawSax {
     }
     if (field_ == nullptr) return false;
     *field_ = std::move(r);
+    // The interface is known: the caller may start reading it (a name that
+    // would not pass validation is never handed out).
+    if (field_ == &m_.interface && on_interface_ && *on_interface_ && m_.interface.kind == Raw::String &&
+        valid_ifname(m_.interface.s))
+      (*on_interface_)(m_.interface.s);
     field_ = nullptr;
     return true;
   }
 
   RawMesh& m_;
+  const OnInterface* on_interface_;
   State state_ = Start;
   Raw* field_ = nullptr;     // the scalar field whose value comes next
   RawList* list_ = nullptr;  // allowed_ips, whose list comes next
@@ -625,7 +636,7 @@ std::optional<ParseResult> parse_desired_json_sax(std::string_view text, const P
   RawMesh raw;
   // A peer takes at least 64 characters of JSON: no regrowth of the list.
   raw.peers.reserve(text.size() / 64);
-  RawSax sax(raw);
+  RawSax sax(raw, &opt.on_interface);
   if (!json::sax_parse(text.begin(), text.end(), &sax) || !sax.done()) return std::nullopt;
   return validate(raw, opt);
 }

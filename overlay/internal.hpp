@@ -103,8 +103,10 @@ class WgBackend {
 std::unique_ptr<WgBackend> make_kernel_backend();
 // conn: an open UAPI connection to conn_ifname's wireguard-go (the one that
 // identified it), reused for every get/set; without one, it connects on first use.
+// get_sent: a `get=1` is already on conn (EarlyGet); the first get_device
+// only reads its answer.
 std::unique_ptr<WgBackend> make_userspace_backend(std::string uapi_dir, Fd conn = Fd(),
-                                                  std::string conn_ifname = {});
+                                                  std::string conn_ifname = {}, bool get_sent = false);
 
 // Userspace process management (userspace.cpp).
 std::string uapi_socket_path(const std::string& uapi_dir, const std::string& ifname);

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/fd.hpp"
 #include "common/result.hpp"
 
 namespace fa::overlay {
@@ -173,6 +174,9 @@ struct ValidationError {
 
 struct ParseOptions {
   std::string overlay_cidr = "10.42.0.0/24";  // address and allowed IPs must lie inside
+  // parse_desired_json only: called as soon as a valid `interface` value has
+  // been read, before the rest of the document (see EarlyGet).
+  std::function<void(const std::string&)> on_interface;
 };
 
 struct ParseResult {
@@ -200,6 +204,25 @@ enum class Backend { Auto, Kernel, Userspace };
 Result<Backend> parse_backend(std::string_view s);  // "auto" | "kernel" | "userspace"
 const char* backend_name(Backend b);
 
+// A UAPI `get=1` sent to the wireguard-go serving `ifname` before the
+// desired state is validated, so that wireguard-go writes its answer (~60 KB
+// for 250 peers) while the caller parses; apply() reads that answer instead
+// of asking again, when it configures that interface in this namespace.
+// Reading is not touching: a document found invalid just closes it. Empty
+// (and ignored) when no wireguard-go serves the name.
+class EarlyGet {
+ public:
+  EarlyGet() = default;
+  static EarlyGet start(const std::string& ifname, const std::string& uapi_dir);
+  const std::string& ifname() const { return ifname_; }
+  bool pending() const { return conn_.valid(); }
+  Fd take() { return std::move(conn_); }
+
+ private:
+  std::string ifname_;
+  Fd conn_;
+};
+
 struct ApplyOptions {
   Backend backend = Backend::Auto;
   std::string wireguard_go = "wireguard-go";    // binary for the userspace backend
@@ -212,6 +235,8 @@ struct ApplyOptions {
   // for the own-key check), which spares X25519 and loading libcrypto when
   // a one-peer change needs no key at all.
   bool report = true;
+  // Optional: a get already sent (see EarlyGet); apply() takes it over.
+  EarlyGet* early_get = nullptr;
 };
 
 // Brings the interface to `m`: creates it if missing (in this namespace, then

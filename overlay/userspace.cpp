@@ -18,6 +18,7 @@
 #include <chrono>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 #include "common/fs.hpp"
 #include "common/log.hpp"
@@ -95,14 +96,17 @@ Result<std::string> read_reply(int fd) {
 // the server (SO_PEERCRED) can be handed in.
 class UserspaceBackend : public WgBackend {
  public:
-  UserspaceBackend(std::string dir, Fd conn, std::string conn_ifname)
-      : dir_(std::move(dir)), conn_(std::move(conn)), conn_if_(std::move(conn_ifname)) {}
+  UserspaceBackend(std::string dir, Fd conn, std::string conn_ifname, bool get_sent)
+      : dir_(std::move(dir)), conn_(std::move(conn)), conn_if_(std::move(conn_ifname)), get_sent_(get_sent) {}
   Backend kind() const override { return Backend::Userspace; }
 
   Result<Device> get_device(const std::string& ifname) override {
     auto fd = conn(ifname);
     if (!fd) return fd.take_error();
-    if (auto w = send_all(*fd, "get=1\n\n", "UAPI write"); !w) return drop(w.take_error());
+    // The first get may have been sent already (EarlyGet): only its answer is read.
+    const bool sent = std::exchange(get_sent_, false) && conn_.valid() && ifname == conn_if_;
+    if (!sent)
+      if (auto w = send_all(*fd, "get=1\n\n", "UAPI write"); !w) return drop(w.take_error());
     auto reply = read_reply(*fd);
     if (!reply) return drop(reply.take_error());
     auto d = uapi_parse_get(*reply);
@@ -154,6 +158,7 @@ class UserspaceBackend : public WgBackend {
   std::string dir_;
   Fd conn_;
   std::string conn_if_;
+  bool get_sent_ = false;
 };
 
 std::string pid_file(const std::string& state_dir, const std::string& ifname) {
@@ -179,8 +184,20 @@ bool process_alive(pid_t pid) {
 
 }  // namespace
 
-std::unique_ptr<WgBackend> make_userspace_backend(std::string uapi_dir, Fd conn, std::string conn_ifname) {
-  return std::make_unique<UserspaceBackend>(std::move(uapi_dir), std::move(conn), std::move(conn_ifname));
+std::unique_ptr<WgBackend> make_userspace_backend(std::string uapi_dir, Fd conn, std::string conn_ifname,
+                                                  bool get_sent) {
+  return std::make_unique<UserspaceBackend>(std::move(uapi_dir), std::move(conn), std::move(conn_ifname),
+                                            get_sent);
+}
+
+EarlyGet EarlyGet::start(const std::string& ifname, const std::string& uapi_dir) {
+  EarlyGet e;
+  auto fd = uapi_connect(uapi_dir, ifname);
+  if (!fd) return e;  // no wireguard-go for that name (yet): apply() finds out itself
+  if (!send_all(fd->get(), "get=1\n\n", "UAPI write")) return e;
+  e.ifname_ = ifname;
+  e.conn_ = std::move(*fd);
+  return e;
 }
 
 bool uapi_socket_alive(const std::string& uapi_dir, const std::string& ifname) {

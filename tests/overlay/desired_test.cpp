@@ -154,8 +154,9 @@ TEST_CASE("YAML entry point keeps types and quoted strings", "[desired]") {
   auto syntax = parse_desired_yaml("cluster_id: [\n");
   REQUIRE(syntax.errors.size() == 1);
   CHECK_THAT(syntax.errors[0].message, Catch::Contains("line"));
-  auto other_cidr =
-      parse_desired_yaml("cluster_id: c\naddress: 172.16.5.1/16\n", ParseOptions{"172.16.0.0/16"});
+  ParseOptions wide;
+  wide.overlay_cidr = "172.16.0.0/16";
+  auto other_cidr = parse_desired_yaml("cluster_id: c\naddress: 172.16.5.1/16\n", wide);
   CHECK(other_cidr.ok());
 }
 

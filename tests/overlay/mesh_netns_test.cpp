@@ -261,6 +261,42 @@ TEST_CASE("invalid file: named field, nothing touched", "[netns]") {
   CHECK(run("ip -n " + m.ns[0] + " link show " + m.ifn[0] + " 2>/dev/null").rc != 0);
 }
 
+TEST_CASE("the device is asked for while the file is parsed; an invalid file still changes nothing",
+          "[netns]") {
+  Mesh m(2);
+  for (size_t i = 0; i < 2; ++i) m.pub[i] = m.apply(i, m.doc(i, false))["public_key"].get<std::string>();
+  m.apply(0, m.doc(0, true));
+  auto peers = [&] {
+    return run("ip netns exec " + m.ns[0] + " wg show " + m.ifn[0] + " endpoints; ip netns exec " + m.ns[0] +
+               " wg show " + m.ifn[0] + " allowed-ips")
+        .out;
+  };
+  const std::string before = peers();
+  std::string f = m.dir + "/e.json", err = m.dir + "/e.err";
+  // Invalid after the interface name: the early get is sent, nothing else.
+  json bad = m.doc(0, true);
+  bad["peers"].push_back({{"public_key", "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo="},
+                          {"endpoint", "nope"},
+                          {"allowed_ips", {"10.42.0.9/32"}}});
+  write_file(f, bad.dump());
+  auto o = run("ip netns exec " + m.ns[0] + " env FA_LOG_LEVEL=debug " + agent() +
+               " mesh apply --backend userspace --file " + f + " 2>" + err);
+  CHECK(o.rc == 2);
+  CHECK_THAT(read_file(err), Catch::Contains("peers[1].endpoint: `nope'"));
+  CHECK(peers() == before);
+  // Valid: the answer to that early get is what the diff ran against.
+  json good = m.doc(0, true);
+  good["peers"][0]["endpoint"] = "192.168.77.2:51821";
+  write_file(f, good.dump());
+  o = run("ip netns exec " + m.ns[0] + " env FA_LOG_LEVEL=debug " + agent() +
+          " mesh apply --backend userspace --file " + f + " 2>" + err);
+  INFO(read_file(err));
+  CHECK(o.rc == 0);
+  CHECK_THAT(o.out, Catch::Contains("; peers +0 -0 ~1; "));
+  CHECK_THAT(read_file(err), Catch::Contains("(1 peers, asked while the file was parsed)"));
+  CHECK_THAT(peers(), Catch::Contains("192.168.77.2:51821"));
+}
+
 TEST_CASE("a peer with the node's own public key is refused, in both output modes, nothing touched",
           "[netns]") {
   Mesh m(2);
