@@ -5,6 +5,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
+#include <array>
 #include <atomic>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -126,6 +127,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       t0_ = std::chrono::steady_clock::now();
       route_ = "other";
       if (parser_->is_header_done()) route_ = std::string(Api::route_of(std::string_view(parser_->get().target().data(), parser_->get().target().size())));
+      linger_ = true;  // the rest of the body may still be on its way
       return send(Api::error(413, "payload_too_large",
                              "the request body is larger than " + std::to_string(kMaxBody) + " bytes", "", 11, false));
     }
@@ -133,6 +135,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (ec && ec.category() == beast::error_code(http::error::bad_target).category()) {
       t0_ = std::chrono::steady_clock::now();
       route_ = "other";
+      linger_ = true;
       return send(Api::error(400, "bad_request", "malformed HTTP request: " + ec.message(), "", 11, false));
     }
     if (ec) return fail(ec, "read");
@@ -191,7 +194,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   void on_write(beast::error_code ec, size_t) {
     if (ec) return fail(ec, "write");
-    if (!keep_alive_) return close();
+    if (!keep_alive_) return linger_ ? linger_close() : close();
     if (buffer_.size() > 0) return do_read();  // pipelined request already here
     if constexpr (kTls) {
       // OpenSSL may hold decrypted bytes the socket no longer shows; read
@@ -221,6 +224,31 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     }
   }
 
+  // After answering a request whose body was not read (413, a malformed
+  // request), the client may still be sending it: closing at once would
+  // make the kernel answer those bytes with a reset, which can destroy the
+  // answer before the client has read it. So the sending side is shut down
+  // and whatever still arrives is read and dropped, for at most 2 s and
+  // 16 MiB, before the close (a lingering close, as Apache and nginx do).
+  void linger_close() {
+    if constexpr (kTls) {
+      close();
+    } else {
+      beast::error_code ec;
+      lowest().socket().shutdown(tcp::socket::shutdown_send, ec);
+      lowest().expires_after(std::chrono::seconds(2));
+      drain();
+    }
+  }
+  void drain() {
+    lowest().async_read_some(asio::buffer(drain_),
+                             [self = this->shared_from_this()](beast::error_code ec, size_t n) {
+                               self->drained_ += n;
+                               if (ec || self->drained_ > (16u << 20)) return self->lowest().close();
+                               self->drain();
+                             });
+  }
+
   void close() {
     beast::error_code ec;
     if constexpr (kTls) {
@@ -245,6 +273,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   std::string route_ = "other";
   bool keep_alive_ = false;
   bool idle_expired_ = false;
+  bool linger_ = false;
+  size_t drained_ = 0;
+  std::array<char, 4096> drain_{};
 };
 
 }  // namespace
