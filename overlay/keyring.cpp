@@ -15,8 +15,10 @@
 // do instead, but the only hash at hand is libcrypto's. The private key is
 // already held by the kernel or wireguard-go and readable by root (`wg
 // showconf`); the entry is readable by root alone (uid 0 of this user
-// namespace), held in kernel memory (never on disk), expires a day after it
-// was written and is removed by `mesh down`.
+// namespace), held in kernel memory (never on disk), expires an hour after
+// its last use (so the entry of an interface that went away with its
+// namespace, without `mesh down`, does not outlive it by long) and is
+// removed by `mesh down`.
 //
 // Without keyrings (no CONFIG_KEYS, a seccomp filter refusing add_key as
 // Docker's default profile does) every call simply misses and X25519 runs.
@@ -40,7 +42,7 @@ namespace {
 // group or other.
 constexpr uint32_t kPosAll = 0x3f000000;
 constexpr uint32_t kUsrAll = 0x003f0000;
-constexpr unsigned kExpirySeconds = 24 * 3600;
+constexpr unsigned kExpirySeconds = 3600;
 constexpr size_t kPayload = 2 * kKeyLen;
 
 long keyctl(int op, unsigned long a2, unsigned long a3 = 0, unsigned long a4 = 0, unsigned long a5 = 0) {
@@ -75,6 +77,7 @@ std::optional<Key> keyring_public_key(const std::string& ifname, const Key& priv
   if (n == static_cast<long>(kPayload) && secure_equal(buf, private_key.data(), kKeyLen)) {
     pub.emplace();
     std::memcpy(pub->data(), buf + kKeyLen, kKeyLen);
+    keyctl(KEYCTL_SET_TIMEOUT, static_cast<unsigned long>(id), kExpirySeconds);  // in use: kept
   }
   secure_wipe(buf, sizeof buf);
   fa::logger("overlay")->debug("{}: public key {} the keyring", ifname, pub ? "from" : "not in");
