@@ -56,6 +56,16 @@ std::unique_ptr<WgBackend> make_backend(Backend b, const std::string& uapi_dir, 
   return make_userspace_backend(uapi_dir, std::move(conn), ifname, get_sent);
 }
 
+// The node's public key when the backend does not report it (wireguard-go):
+// the one remembered in the keyring for this interface and private key, or
+// X25519 once, remembered for the next process.
+Result<Key> public_key_via_keyring(const std::string& ifname, const Key& private_key) {
+  if (auto pub = keyring_public_key(ifname, private_key)) return *pub;
+  auto pub = public_key_of(private_key);
+  if (pub) keyring_remember(ifname, private_key, *pub);
+  return pub;
+}
+
 bool same_addr(const IpPrefix& a, const IpPrefix& b) {
   return a.family == b.family && a.addr == b.addr && a.len == b.len;
 }
@@ -242,7 +252,6 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   };
   log->debug("{}: located at {:.2f} ms", ifname, ms());
-  early = early && conn.valid();
   auto be = make_backend(chosen, opt.uapi_dir, std::move(conn), ifname, early);
   auto cur = be->get_device(ifname);
   log->debug("{}: device read at {:.2f} ms ({} peers{})", ifname, ms(), cur ? cur->peers.size() : 0,
@@ -281,15 +290,10 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
   std::optional<Key> pub;
   if (!key_changes && cur->public_key) pub = cur->public_key;  // the kernel reports it
   if (!pub && (key_changes || new_peer || opt.report)) {
-    // wireguard-go does not: remembered in the keyring, or derived once.
-    const bool user = chosen == Backend::Userspace;
-    if (user) pub = keyring_public_key(ifname, *want.private_key);
-    if (!pub) {
-      auto derived = public_key_of(*want.private_key);
-      if (!derived) return derived.take_error();
-      pub = *derived;
-      if (user) keyring_remember(ifname, *want.private_key, *pub);
-    }
+    auto derived = chosen == Backend::Userspace ? public_key_via_keyring(ifname, *want.private_key)
+                                                : public_key_of(*want.private_key);
+    if (!derived) return derived.take_error();
+    pub = *derived;
   }
   if (pub && (key_changes || new_peer))
     for (size_t i = 0; i < m.peers.size(); ++i)
@@ -411,16 +415,8 @@ Result<json> show(const std::string& ifname, const ShowOptions& opt) {
   auto be = make_backend(loc->backend, opt.uapi_dir, std::move(loc->conn), ifname);
   auto d = be->get_device(ifname);
   if (!d) return Error{ifname + ": read device: " + d.error().message, d.error().sys_errno};
-  if (d->private_key && !d->public_key) {
-    d->public_key = keyring_public_key(ifname, *d->private_key);
-    if (!d->public_key) {
-      auto pub = public_key_of(*d->private_key);
-      if (pub) {
-        d->public_key = *pub;
-        keyring_remember(ifname, *d->private_key, *pub);
-      }
-    }
-  }
+  if (d->private_key && !d->public_key)
+    if (auto pub = public_key_via_keyring(ifname, *d->private_key)) d->public_key = *pub;
   if (d->private_key) wipe(*d->private_key);
   return show_doc(ifname, loc->backend, *d, loc->link);
 }

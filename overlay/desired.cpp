@@ -35,7 +35,7 @@ std::string show_value(const json& v) {
 // anything else (a mapping, a list, a boolean, a fraction where a scalar
 // belongs) only its echo for the error message.
 struct Raw {
-  enum Kind : uint8_t { Absent, Null, String, Integer, Other };
+  enum Kind : uint8_t { Absent, Null, String, Integer, List, Other };  // List: RawList only
   Kind kind = Absent;
   bool uns = false;  // an integer written without a sign (nlohmann's number_unsigned)
   uint64_t u = 0;
@@ -57,27 +57,27 @@ struct Raw {
     }
   }
 };
-// A list field: absent, null, a list of scalars, or something else.
+// A list field (peers, allowed_ips): absent, null, a list, or something
+// else (its echo in `other`).
+template <class T>
 struct RawList {
-  Raw::Kind kind = Raw::Absent;  // Absent, Null, Other (echo in `other`) or String for "a list"
+  Raw::Kind kind = Raw::Absent;  // Absent, Null, List or Other
   std::string other;
-  std::vector<Raw> items;
-  bool is_list() const { return kind == Raw::String; }
+  std::vector<T> items;
+  bool is_list() const { return kind == Raw::List; }
 };
 using Unknown = std::vector<std::pair<std::string, std::string>>;  // key, echo
 struct RawPeer {
   std::optional<std::string> not_mapping;  // echo, when the entry is not a mapping
   Unknown unknown;
   Raw public_key, endpoint, persistent_keepalive;
-  RawList allowed_ips;
+  RawList<Raw> allowed_ips;
 };
 struct RawMesh {
   std::optional<std::string> not_mapping;
   Unknown unknown;
   Raw cluster_id, interface, address, listen_port, private_key_file, mtu, netns;
-  Raw::Kind peers_kind = Raw::Absent;  // as RawList::kind
-  std::string peers_other;
-  std::vector<RawPeer> peers;
+  RawList<RawPeer> peers;
 };
 
 const std::initializer_list<const char*> kTopKeys = {
@@ -138,15 +138,15 @@ RawMesh raw_from_dom(const json& doc) {
   auto pit = doc.find("peers");
   if (pit == doc.end()) return m;
   if (pit->is_null()) {
-    m.peers_kind = Raw::Null;
+    m.peers.kind = Raw::Null;
   } else if (!pit->is_array()) {
-    m.peers_kind = Raw::Other;
-    m.peers_other = show_value(*pit);
+    m.peers.kind = Raw::Other;
+    m.peers.other = show_value(*pit);
   } else {
-    m.peers_kind = Raw::String;
-    m.peers.reserve(pit->size());
+    m.peers.kind = Raw::List;
+    m.peers.items.reserve(pit->size());
     for (const auto& pj : *pit) {
-      RawPeer& p = m.peers.emplace_back();
+      RawPeer& p = m.peers.items.emplace_back();
       if (!pj.is_object()) {
         p.not_mapping = show_value(pj);
         continue;
@@ -162,7 +162,7 @@ RawMesh raw_from_dom(const json& doc) {
         p.allowed_ips.other = show_value(*ait);
         continue;
       }
-      p.allowed_ips.kind = Raw::String;
+      p.allowed_ips.kind = Raw::List;
       p.allowed_ips.items.reserve(ait->size());
       for (const auto& a : *ait) p.allowed_ips.items.push_back(raw_of(a));
     }
@@ -213,7 +213,7 @@ class RawSax {
       return true;
     }
     if (state_ == Peers) {
-      m_.peers.emplace_back();
+      m_.peers.items.emplace_back();
       state_ = Peer;
       seen_ &= ~0xffu;
       return true;
@@ -233,13 +233,13 @@ class RawSax {
   }
   bool start_array(std::size_t) {
     if (state_ == Top && field_ == &peers_marker_) {
-      m_.peers_kind = Raw::String;
+      m_.peers.kind = Raw::List;
       state_ = Peers;
       field_ = nullptr;
       return true;
     }
     if (state_ == Peer && list_ != nullptr) {
-      list_->kind = Raw::String;
+      list_->kind = Raw::List;
       state_ = Ips;
       return true;
     }
@@ -292,11 +292,11 @@ class RawSax {
     return false;
   }
   bool peer_key(const std::string& k) {
-    RawPeer& p = m_.peers.back();
+    RawPeer& p = m_.peers.items.back();
     const struct {
       const char* name;
       Raw* field;
-      RawList* list;
+      RawList<Raw>* list;
     } keys[] = {{"public_key", &p.public_key, nullptr},
                 {"endpoint", &p.endpoint, nullptr},
                 {"persistent_keepalive", &p.persistent_keepalive, nullptr},
@@ -317,7 +317,7 @@ class RawSax {
     if (state_ != Top && state_ != Peer) return false;
     if (field_ == &peers_marker_) {  // peers: null
       if (r.kind != Raw::Null) return false;
-      m_.peers_kind = Raw::Null;
+      m_.peers.kind = Raw::Null;
       field_ = nullptr;
       return true;
     }
@@ -343,7 +343,7 @@ class RawSax {
   const OnInterface* on_interface_;
   State state_ = Start;
   Raw* field_ = nullptr;     // the scalar field whose value comes next
-  RawList* list_ = nullptr;  // allowed_ips, whose list comes next
+  RawList<Raw>* list_ = nullptr;  // allowed_ips, whose list comes next
   Raw peers_marker_;         // field_ == &peers_marker_: the value of "peers" comes next
   unsigned seen_ = 0;        // keys seen: top level in bits 8-15, the current peer in bits 0-3
 };
@@ -531,17 +531,17 @@ ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
 
   std::unordered_map<Key, size_t, KeyHash> seen_keys;
   std::unordered_map<IpPrefix, std::pair<size_t, size_t>, PrefixHash> seen_ips;  // -> peers[i].allowed_ips[j]
-  seen_keys.reserve(doc.peers.size());
-  seen_ips.reserve(doc.peers.size());
+  seen_keys.reserve(doc.peers.items.size());
+  seen_ips.reserve(doc.peers.items.size());
   IpPrefix self = m.address;
   self.len = 32;
-  if (doc.peers_kind == Raw::Other) {
-    ck.fail("peers", doc.peers_other, "expected a list of peers");
-  } else if (doc.peers_kind == Raw::String) {
-    m.peers.reserve(doc.peers.size());
-    for (size_t i = 0; i < doc.peers.size(); ++i) {
+  if (doc.peers.kind == Raw::Other) {
+    ck.fail("peers", doc.peers.other, "expected a list of peers");
+  } else if (doc.peers.is_list()) {
+    m.peers.reserve(doc.peers.items.size());
+    for (size_t i = 0; i < doc.peers.items.size(); ++i) {
       const std::string pf = "peers[" + std::to_string(i) + "]";
-      const RawPeer& pj = doc.peers[i];
+      const RawPeer& pj = doc.peers.items[i];
       if (pj.not_mapping) {
         ck.fail(pf, *pj.not_mapping,
                 "expected a mapping with public_key, endpoint, allowed_ips, persistent_keepalive");
@@ -579,7 +579,7 @@ ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
             p.endpoint = *e;
         }
       }
-      const RawList& ips = pj.allowed_ips;
+      const RawList<Raw>& ips = pj.allowed_ips;
       if (ips.kind == Raw::Absent) {
         ck.fail(Field(pf, ".allowed_ips"), nullptr, "required: a list of prefixes inside " + net.str());
       } else if (!ips.is_list()) {
@@ -635,7 +635,7 @@ ParseResult parse_desired(const json& doc, const ParseOptions& opt) {
 std::optional<ParseResult> parse_desired_json_sax(std::string_view text, const ParseOptions& opt) {
   RawMesh raw;
   // A peer takes at least 64 characters of JSON: no regrowth of the list.
-  raw.peers.reserve(text.size() / 64);
+  raw.peers.items.reserve(text.size() / 64);
   RawSax sax(raw, &opt.on_interface);
   if (!json::sax_parse(text.begin(), text.end(), &sax) || !sax.done()) return std::nullopt;
   return validate(raw, opt);

@@ -20,7 +20,6 @@ namespace fa::overlay {
 
 namespace {
 
-
 // Puts one endpoint as the kernel expects it: a raw sockaddr_in/_in6.
 int put_endpoint(nl_msg* m, const Endpoint& e) {
   if (e.family == AF_INET) {

@@ -53,6 +53,47 @@ int hex_value(unsigned char uc) {
 }
 char hex_char(int v) { return static_cast<char>(v + '0' + (((9 - v) >> 8) & ('a' - '0' - 10))); }
 
+// The 32 bytes of a 44-character base64 key (length and '=' already
+// checked), each character mapped by `value` (-1 outside the alphabet).
+// Returns the OR of all values, negative if any character was bad, checked
+// once by the caller; `last` is the last character's value, whose 2 low bits
+// must be clear. With b64_value the same work is done for every input.
+template <class Value>
+int decode_base64(std::string_view s, Key& k, Value value, int& last) {
+  int bad = 0;
+  size_t o = 0, i = 0;
+  for (; i < 40; i += 4) {
+    int a = value(static_cast<unsigned char>(s[i])), b = value(static_cast<unsigned char>(s[i + 1])),
+        c = value(static_cast<unsigned char>(s[i + 2])), d = value(static_cast<unsigned char>(s[i + 3]));
+    bad |= a | b | c | d;
+    uint32_t w = uint32_t(a) << 18 | uint32_t(b) << 12 | uint32_t(c) << 6 | uint32_t(d);
+    k[o++] = static_cast<uint8_t>(w >> 16);
+    k[o++] = static_cast<uint8_t>(w >> 8);
+    k[o++] = static_cast<uint8_t>(w);
+  }
+  int a = value(static_cast<unsigned char>(s[40])), b = value(static_cast<unsigned char>(s[41])),
+      c = value(static_cast<unsigned char>(s[42]));
+  bad |= a | b | c;
+  uint32_t w = uint32_t(a) << 18 | uint32_t(b) << 12 | uint32_t(c) << 6;
+  k[o++] = static_cast<uint8_t>(w >> 16);
+  k[o++] = static_cast<uint8_t>(w >> 8);
+  last = c;
+  return bad;
+}
+
+// The 32 bytes of a 64-digit hex key (length already checked); as above.
+template <class Value>
+int decode_hex(std::string_view s, Key& k, Value value) {
+  int bad = 0;
+  for (size_t i = 0; i < kKeyLen; ++i) {
+    int hi = value(static_cast<unsigned char>(s[2 * i])),
+        lo = value(static_cast<unsigned char>(s[2 * i + 1]));
+    bad |= hi | lo;
+    k[i] = static_cast<uint8_t>((hi & 15) << 4 | (lo & 15));
+  }
+  return bad;
+}
+
 std::mutex deriver_mu;
 PublicKeyDeriver deriver;  // empty: OpenSSL in this process
 }  // namespace
@@ -77,31 +118,14 @@ Result<Key> key_from_base64(std::string_view s) {
     return Error{"expected a 44-character base64 WireGuard key (32 bytes), got " + std::to_string(s.size()) +
                  " characters"};
   Key k;
-  int bad = 0;  // any negative value marks a bad character; checked once at the end
-  size_t o = 0, i = 0;
-  for (; i < 40; i += 4) {
-    int a = b64_value(static_cast<unsigned char>(s[i])), b = b64_value(static_cast<unsigned char>(s[i + 1])),
-        c = b64_value(static_cast<unsigned char>(s[i + 2])),
-        d = b64_value(static_cast<unsigned char>(s[i + 3]));
-    bad |= a | b | c | d;
-    uint32_t w = uint32_t(a) << 18 | uint32_t(b) << 12 | uint32_t(c) << 6 | uint32_t(d);
-    k[o++] = static_cast<uint8_t>(w >> 16);
-    k[o++] = static_cast<uint8_t>(w >> 8);
-    k[o++] = static_cast<uint8_t>(w);
-  }
-  int a = b64_value(static_cast<unsigned char>(s[40])), b = b64_value(static_cast<unsigned char>(s[41])),
-      c = b64_value(static_cast<unsigned char>(s[42]));
-  bad |= a | b | c;
-  uint32_t w = uint32_t(a) << 18 | uint32_t(b) << 12 | uint32_t(c) << 6;
-  k[o++] = static_cast<uint8_t>(w >> 16);
-  k[o++] = static_cast<uint8_t>(w >> 8);
-  if (bad < 0) {
+  int last = 0;
+  if (decode_base64(s, k, b64_value, last) < 0) {
     wipe(k);
     return Error{"not valid base64"};
   }
   // The last character carries 2 unused low bits: set, they make a second
   // spelling of the same key, and one key must have exactly one spelling.
-  if (c & 3) {
+  if (last & 3) {
     wipe(k);
     return Error{"not a canonical base64 encoding of a 32-byte key"};
   }
@@ -136,38 +160,19 @@ Result<Key> public_key_from_base64(std::string_view s) {
   // Whatever the table does not take goes to the constant-time decoder,
   // whose error message is then the answer.
   if (s.size() != 44 || s[43] != '=') return key_from_base64(s);
-  auto v = [&](size_t i) { return int{kDecode.b64[static_cast<unsigned char>(s[i])]}; };
   Key k;
-  int bad = 0;
-  size_t o = 0, i = 0;
-  for (; i < 40; i += 4) {
-    int a = v(i), b = v(i + 1), c = v(i + 2), d = v(i + 3);
-    bad |= a | b | c | d;
-    uint32_t w = uint32_t(a) << 18 | uint32_t(b) << 12 | uint32_t(c) << 6 | uint32_t(d);
-    k[o++] = static_cast<uint8_t>(w >> 16);
-    k[o++] = static_cast<uint8_t>(w >> 8);
-    k[o++] = static_cast<uint8_t>(w);
-  }
-  int a = v(40), b = v(41), c = v(42);
-  bad |= a | b | c;
-  if (bad < 0 || (c & 3)) return key_from_base64(s);
-  uint32_t w = uint32_t(a) << 18 | uint32_t(b) << 12 | uint32_t(c) << 6;
-  k[o++] = static_cast<uint8_t>(w >> 16);
-  k[o++] = static_cast<uint8_t>(w >> 8);
+  int last = 0;
+  if (decode_base64(
+          s, k, [](unsigned char c) { return int{kDecode.b64[c]}; }, last) < 0 ||
+      (last & 3))
+    return key_from_base64(s);
   return k;
 }
 
 Result<Key> public_key_from_hex(std::string_view s) {
-  if (s.size() != 64) return key_from_hex(s);
   Key k;
-  int bad = 0;
-  for (size_t i = 0; i < kKeyLen; ++i) {
-    int hi = kDecode.hex[static_cast<unsigned char>(s[2 * i])],
-        lo = kDecode.hex[static_cast<unsigned char>(s[2 * i + 1])];
-    bad |= hi | lo;
-    k[i] = static_cast<uint8_t>((hi & 15) << 4 | (lo & 15));
-  }
-  if (bad < 0) return key_from_hex(s);
+  if (s.size() != 64 || decode_hex(s, k, [](unsigned char c) { return int{kDecode.hex[c]}; }) < 0)
+    return key_from_hex(s);
   return k;
 }
 
@@ -191,15 +196,8 @@ std::string key_to_hex(const Key& k) {
 Result<Key> key_from_hex(std::string_view s) {
   if (s.size() != 64) return Error{"expected 64 hex digits, got " + std::to_string(s.size()) + " characters"};
   Key k;
-  int bad = 0;
-  size_t first_bad = s.size();
-  for (size_t i = 0; i < kKeyLen; ++i) {
-    int hi = hex_value(static_cast<unsigned char>(s[2 * i])),
-        lo = hex_value(static_cast<unsigned char>(s[2 * i + 1]));
-    bad |= hi | lo;
-    k[i] = static_cast<uint8_t>((hi & 15) << 4 | (lo & 15));
-  }
-  if (bad < 0) {
+  if (decode_hex(s, k, hex_value) < 0) {
+    size_t first_bad = s.size();
     // Only now, on the error path, find where: the position is not secret
     // once the key is known to be malformed.
     for (size_t i = 0; i < s.size() && first_bad == s.size(); ++i)
