@@ -121,7 +121,7 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # Run-time dependencies from the binary's NEEDED entries (dpkg-shlibdeps):
-# libnl-3-200, libnl-route-3-200, libnl-genl-3-200, libc6. libsystemd0
+# libc6 (libnl is linked in, see the top-level CMakeLists.txt). libsystemd0
 # (sd_notify), libssl3 (libssl.so.3 and libcrypto.so.3: common/openssl_lazy.cpp),
 # libibverbs1 and libibumad3 (probes/ib_lazy.cpp) are dlopen()ed on first
 # use, so they are named here; the C++ libraries are linked into the binary.
@@ -151,7 +151,7 @@ set(CPACK_RPM_PACKAGE_SUMMARY "${CPACK_PACKAGE_DESCRIPTION_SUMMARY}")
 # libibverbs, libibumad, openssl-libs and systemd-libs: dlopen()ed, so elfdeps
 # cannot see them.
 set(CPACK_RPM_PACKAGE_REQUIRES
-    "libibverbs, libibumad, libnl3, openssl-libs, systemd-libs")
+    "libibverbs, libibumad, openssl-libs, systemd-libs")
 
 set(CPACK_RPM_CHANGELOG_FILE ${FA_PKG_BIN}/rpm/changelog)
 set(CPACK_RPM_POST_INSTALL_SCRIPT_FILE ${FA_PKG_BIN}/rpm/post.sh)

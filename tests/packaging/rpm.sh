@@ -51,7 +51,7 @@ expect_eq "config mode" "644 root root" "$(mode /etc/fabric-agent/agent.yaml)"
 # -qpR: the libraries by name and the exact sonames rpmbuild found.
 requires=$(q -R "$RPM1")
 log "Requires: $(printf '%s\n' "$requires" | grep -v '^rpmlib' | tr '\n' ' ')"
-for r in libibverbs libibumad libnl3 openssl-libs systemd-libs; do
+for r in libibverbs libibumad openssl-libs systemd-libs; do
   expect_line "-qpR names $r" "$r" "$requires"
 done
 # Every NEEDED library of the binary, by soname (rpmbuild's elfdeps).
