@@ -14,21 +14,55 @@
 
 namespace fa {
 
+namespace {
+
+Error too_large(const std::string& path, size_t max_bytes) {
+  return Error{"read " + path + ": larger than " + std::to_string(max_bytes) + " bytes", EFBIG};
+}
+
+}  // namespace
+
 Result<std::string> read_text_file(const std::string& path, size_t max_bytes) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return Error::from_errno("open " + path);
   std::string out;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Error::from_errno("read " + path);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 4096) {
+    // A regular file of a page or more (a mesh file: 30 KB for 250 peers):
+    // read straight into a string one byte larger than its size, so one
+    // read(2) fills it and the next sees the end; no buffer is copied or
+    // grown unless the file grew meanwhile.
+    size_t len = 0;
+    out.resize(std::min(static_cast<size_t>(st.st_size), max_bytes) + 1);
+    for (;;) {
+      if (len == out.size()) {
+        if (len > max_bytes) return too_large(path, max_bytes);
+        out.resize(std::min(out.size() * 2, max_bytes + 1));
+      }
+      ssize_t n = ::read(fd.get(), out.data() + len, out.size() - len);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Error::from_errno("read " + path);
+      }
+      if (n == 0) break;
+      len += static_cast<size_t>(n);
     }
-    if (n == 0) break;
-    if (out.size() + static_cast<size_t>(n) > max_bytes)
-      return Error{"read " + path + ": larger than " + std::to_string(max_bytes) + " bytes", EFBIG};
-    out.append(buf, static_cast<size_t>(n));
+    if (len > max_bytes) return too_large(path, max_bytes);
+    out.resize(len);
+  } else {
+    // sysfs and procfs report a size that says nothing (4096, 0): a page
+    // at a time, the usual few bytes in one read.
+    char buf[4096];
+    for (;;) {
+      ssize_t n = ::read(fd.get(), buf, sizeof buf);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Error::from_errno("read " + path);
+      }
+      if (n == 0) break;
+      if (out.size() + static_cast<size_t>(n) > max_bytes) return too_large(path, max_bytes);
+      out.append(buf, static_cast<size_t>(n));
+    }
   }
   if (!out.empty() && out.back() == '\n') out.pop_back();
   return out;

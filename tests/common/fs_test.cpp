@@ -42,6 +42,29 @@ TEST_CASE("read_text_file refuses to truncate", "[fs]") {
   CHECK(r.error().sys_errno == EFBIG);
 }
 
+TEST_CASE("read_text_file reads files of a page and more whole, and refuses them past the limit", "[fs]") {
+  TempDir d;
+  // Sizes around the page-sized read of small files and the one-read path
+  // of larger regular files.
+  for (size_t size : {4095u, 4096u, 4097u, 8192u, 130001u}) {
+    std::string body;
+    for (size_t i = 0; i < size; ++i) body += static_cast<char>('a' + i % 26);
+    std::ofstream(d.path + "/f") << body << "\n";
+    auto r = fa::read_text_file(d.path + "/f", 1 << 20);
+    REQUIRE(r.ok());
+    CHECK(r->size() == size);
+    CHECK(*r == body);
+    // The limit counts the newline too: size + 1 bytes are on disk.
+    auto exact = fa::read_text_file(d.path + "/f", size + 1);
+    REQUIRE(exact.ok());
+    CHECK(*exact == body);
+    auto over = fa::read_text_file(d.path + "/f", size);
+    REQUIRE_FALSE(over.ok());
+    CHECK(over.error().sys_errno == EFBIG);
+    CHECK(over.error().message == "read " + d.path + "/f: larger than " + std::to_string(size) + " bytes");
+  }
+}
+
 TEST_CASE("write_file_atomic replaces content with the requested mode", "[fs]") {
   TempDir d;
   std::string p = d.path + "/state.json";
