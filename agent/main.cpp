@@ -2,6 +2,8 @@
 // fabric-agent: one binary, one subcommand per job. Each module exposes its
 // subcommands as `int cmd_xxx(const std::vector<std::string>& args)`; this
 // file only dispatches and turns escaped exceptions into one line on stderr.
+#include <malloc.h>
+
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -56,6 +58,16 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (name == "--version") name = "version";
+  // Every command but the daemon lives for milliseconds: memory it frees is
+  // worth more to its own next allocation than to the kernel, which would
+  // hand it back page fault by page fault. So no large block gets its own
+  // mapping (unmapped when freed) and the heap is never trimmed (a
+  // 1000-peer `mesh apply`: ~433 -> ~363 page faults; 32 MiB is glibc's
+  // ceiling for the threshold).
+  if (name != "run") {
+    mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+    mallopt(M_TRIM_THRESHOLD, 64 * 1024 * 1024);
+  }
   std::vector<std::string> args(argv + 2, argv + argc);
   for (const auto& c : kCommands) {
     if (name != c.name) continue;

@@ -79,33 +79,35 @@ int do_apply(const std::vector<std::string>& argv) {
   // runs inline: a helper thread started for it cost more than it hid here
   // (its core first has to wake up, and libcrypto's dlopen slows the parse).
   crypto_minimal_init();
-  auto text = read_text_file(*file, 16 * 1024 * 1024);
-  if (!text) {
-    std::fprintf(stderr, "fabric-agent mesh apply: %s\n", text.error().message.c_str());
-    return 1;
-  }
-  ParseOptions po;
-  po.overlay_cidr = a->get_or("overlay-cidr", po.overlay_cidr);
-  // As soon as the interface name is read, ask its wireguard-go (if any)
-  // for the device: it answers while the rest of the file is parsed and
-  // validated (a one-peer change in a 250-peer mesh: ~0.8 ms of its 3 ms).
-  EarlyGet early;
-  if (opt.backend != Backend::Kernel)
-    po.on_interface = [&](const std::string& name) { early = EarlyGet::start(name, opt.uapi_dir); };
-  opt.early_get = &early;
-  // JSON is YAML, so the YAML parser would read both; a JSON document goes
-  // through the JSON parser, several times faster on a 1000-peer file.
-  auto first = text->find_first_not_of(" \t\r\n");
   ParseResult parsed;
-  if (first != std::string::npos && (*text)[first] == '{') {
-    try {
-      parsed = parse_desired_json(*text, po);
-    } catch (const nlohmann::json::parse_error& e) {
-      std::fprintf(stderr, "%s: JSON syntax error at byte %zu: %s\n", file->c_str(), e.byte, e.what());
-      return 2;
+  EarlyGet early;
+  {  // the file's text lives only while it is parsed: the apply reuses its memory
+    auto text = read_text_file(*file, 16 * 1024 * 1024);
+    if (!text) {
+      std::fprintf(stderr, "fabric-agent mesh apply: %s\n", text.error().message.c_str());
+      return 1;
     }
-  } else {
-    parsed = parse_desired_yaml(*text, po);
+    ParseOptions po;
+    po.overlay_cidr = a->get_or("overlay-cidr", po.overlay_cidr);
+    // As soon as the interface name is read, ask its wireguard-go (if any)
+    // for the device: it answers while the rest of the file is parsed and
+    // validated (a one-peer change in a 250-peer mesh: ~0.8 ms of its 3 ms).
+    if (opt.backend != Backend::Kernel)
+      po.on_interface = [&](const std::string& name) { early = EarlyGet::start(name, opt.uapi_dir); };
+    opt.early_get = &early;
+    // JSON is YAML, so the YAML parser would read both; a JSON document goes
+    // through the JSON parser, several times faster on a 1000-peer file.
+    auto first = text->find_first_not_of(" \t\r\n");
+    if (first != std::string::npos && (*text)[first] == '{') {
+      try {
+        parsed = parse_desired_json(*text, po);
+      } catch (const nlohmann::json::parse_error& e) {
+        std::fprintf(stderr, "%s: JSON syntax error at byte %zu: %s\n", file->c_str(), e.byte, e.what());
+        return 2;
+      }
+    } else {
+      parsed = parse_desired_yaml(*text, po);
+    }
   }
   if (!parsed.ok()) {
     for (const auto& e : parsed.errors) std::fprintf(stderr, "%s: %s\n", file->c_str(), e.str().c_str());

@@ -281,8 +281,8 @@ class RawSax {
     Raw* f[] = {&m_.cluster_id,       &m_.interface, &m_.address, &m_.listen_port,
                 &m_.private_key_file, &m_.mtu,       &m_.netns,   &peers_marker_};
     unsigned i = 0;
-    for (const char* name : kTopKeys) {
-      if (k == name) {
+    for (std::string_view name : kTopKeys) {
+      if (std::string_view(k) == name) {
         if (!first_time(1u << (8 + i))) return false;
         field_ = f[i];
         return true;
@@ -294,7 +294,7 @@ class RawSax {
   bool peer_key(const std::string& k) {
     RawPeer& p = m_.peers.items.back();
     const struct {
-      const char* name;
+      std::string_view name;
       Raw* field;
       RawList<Raw>* list;
     } keys[] = {{"public_key", &p.public_key, nullptr},
@@ -302,7 +302,7 @@ class RawSax {
                 {"persistent_keepalive", &p.persistent_keepalive, nullptr},
                 {"allowed_ips", nullptr, &p.allowed_ips}};
     for (unsigned i = 0; i < 4; ++i) {
-      if (k != keys[i].name) continue;
+      if (std::string_view(k) != keys[i].name) continue;
       field_ = keys[i].field;
       list_ = keys[i].list;
       return first_time(1u << i);

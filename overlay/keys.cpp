@@ -185,12 +185,20 @@ Result<Key> key_from_file_text(std::string& text) {
 }
 
 std::string key_to_hex(const Key& k) {
-  std::string s(2 * kKeyLen, '0');
-  for (size_t i = 0; i < kKeyLen; ++i) {
-    s[2 * i] = hex_char(k[i] >> 4);
-    s[2 * i + 1] = hex_char(k[i] & 15);
-  }
+  std::string s;
+  append_key_hex(s, k);
   return s;
+}
+
+void append_key_hex(std::string& out, const Key& k) {
+  // Branch-free per digit (it may be the private key); written in place.
+  size_t at = out.size();
+  out.resize(at + 2 * kKeyLen);
+  char* p = out.data() + at;
+  for (size_t i = 0; i < kKeyLen; ++i) {
+    p[2 * i] = hex_char(k[i] >> 4);
+    p[2 * i + 1] = hex_char(k[i] & 15);
+  }
 }
 
 Result<Key> key_from_hex(std::string_view s) {

@@ -2,6 +2,7 @@
 // Addresses, endpoints and the pure diff (the model of wireguard-tools'
 // syncconf: desired and observed are the same type, compared peer by peer).
 #include <arpa/inet.h>
+#include <endian.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -92,24 +93,43 @@ Result<IpPrefix> IpPrefix::parse(std::string_view s) {
 
 std::string IpPrefix::str() const { return ip_with(family, addr, false, '/', len); }
 
+namespace {
+
+// The address bytes as two big-endian 64-bit words with every bit past the
+// first `bits` cleared (bits past the family's width, 32 or 128, too).
+std::array<uint64_t, 2> masked(const IpPrefix& p, unsigned bits) {
+  bits = std::min(bits, p.family == AF_INET ? 32u : 128u);
+  std::array<uint64_t, 2> w;
+  std::memcpy(w.data(), p.addr.data(), 16);
+  for (unsigned k = 0; k < 2; ++k) {
+    unsigned b = bits > 64 * k ? std::min(bits - 64 * k, 64u) : 0;
+    uint64_t keep = b == 0 ? 0 : b == 64 ? ~uint64_t{0} : ~uint64_t{0} << (64 - b);
+    w[k] = be64toh(w[k]) & keep;
+  }
+  return w;
+}
+
+}  // namespace
+
 IpPrefix IpPrefix::network() const {
   IpPrefix n = *this;
-  size_t bytes = family == AF_INET ? 4 : 16;
-  for (size_t i = 0; i < 16; ++i) {
-    int bits = static_cast<int>(len) - static_cast<int>(i) * 8;
-    if (i >= bytes || bits <= 0)
-      n.addr[i] = 0;
-    else if (bits < 8)
-      n.addr[i] &= static_cast<uint8_t>(0xff << (8 - bits));
-  }
+  auto w = masked(*this, len);
+  for (auto& x : w) x = htobe64(x);
+  std::memcpy(n.addr.data(), w.data(), 16);
   return n;
 }
 
 bool IpPrefix::contains(const IpPrefix& inner) const {
   if (inner.family != family || inner.len < len) return false;
-  IpPrefix cut = inner;
-  cut.len = len;
-  return cut.network().addr == network().addr;
+  return masked(inner, len) == masked(*this, len);
+}
+
+void IpPrefix::append_to(std::string& out) const {
+  char buf[INET6_ADDRSTRLEN + 4];
+  char* p = put_ip(buf, family, addr);
+  *p++ = '/';
+  p = std::to_chars(p, buf + sizeof buf, len).ptr;
+  out.append(buf, p);
 }
 
 Result<Endpoint> Endpoint::parse(std::string_view s) {
@@ -140,6 +160,17 @@ Result<Endpoint> Endpoint::parse(std::string_view s) {
 
 std::string Endpoint::str() const {
   return ip_with(family, addr, family == AF_INET6, ':', port);
+}
+
+void Endpoint::append_to(std::string& out) const {
+  char buf[INET6_ADDRSTRLEN + 8];
+  char* p = buf;
+  if (family == AF_INET6) *p++ = '[';
+  p = put_ip(p, family, addr);
+  if (family == AF_INET6) *p++ = ']';
+  *p++ = ':';
+  p = std::to_chars(p, buf + sizeof buf, port).ptr;
+  out.append(buf, p);
 }
 
 namespace {

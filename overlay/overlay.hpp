@@ -38,6 +38,7 @@ Result<Key> key_from_base64(std::string_view s);
 Result<Key> key_from_file_text(std::string& text);
 // Lower-case hex (64 chars), the UAPI wire form.
 std::string key_to_hex(const Key& k);
+void append_key_hex(std::string& out, const Key& k);  // key_to_hex appended, without a temporary
 Result<Key> key_from_hex(std::string_view s);
 // The same two decoders for public keys only: a table lookup per character,
 // ~10x fewer instructions (a 250-peer document and the device's 250-peer
@@ -77,6 +78,7 @@ struct IpPrefix {
 
   static Result<IpPrefix> parse(std::string_view s);  // "a.b.c.d/n", "x::y/n"; no "/n" = host prefix
   std::string str() const;
+  void append_to(std::string& out) const;  // str() appended, without a temporary
   IpPrefix network() const;  // host bits cleared
   bool contains(const IpPrefix& inner) const;
   auto operator<=>(const IpPrefix&) const = default;
@@ -92,6 +94,7 @@ struct Endpoint {
 
   static Result<Endpoint> parse(std::string_view s);
   std::string str() const;
+  void append_to(std::string& out) const;  // str() appended, without a temporary
   auto operator<=>(const Endpoint&) const = default;
 };
 

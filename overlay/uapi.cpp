@@ -4,7 +4,6 @@
 // text, not a socket, so it is table-tested.
 #include <charconv>
 
-#include "common/secure.hpp"
 #include "overlay/internal.hpp"
 
 namespace fa::overlay {
@@ -38,24 +37,35 @@ std::string uapi_set_request(const Device& ch) {
   };
   s += "set=1\n";
   if (ch.private_key) {
-    std::string hex = key_to_hex(*ch.private_key);
-    line("private_key", hex);
-    secure_wipe(hex.data(), hex.size());
+    s += "private_key=";
+    append_key_hex(s, *ch.private_key);
+    s += "\n";
   }
   if (ch.listen_port) line("listen_port", std::to_string(*ch.listen_port));
   if (ch.fwmark) line("fwmark", std::to_string(*ch.fwmark));
   if (ch.replace_peers) s += "replace_peers=true\n";
+  // Per peer, keys and addresses are formatted straight into the buffer.
   for (const auto& p : ch.peers) {
-    line("public_key", key_to_hex(p.public_key));
+    s += "public_key=";
+    append_key_hex(s, p.public_key);
+    s += "\n";
     if (p.remove) {
       s += "remove=true\n";
       continue;
     }
     if (p.update_only) s += "update_only=true\n";
-    if (p.endpoint) line("endpoint", p.endpoint->str());
+    if (p.endpoint) {
+      s += "endpoint=";
+      p.endpoint->append_to(s);
+      s += "\n";
+    }
     if (p.persistent_keepalive) line("persistent_keepalive_interval", std::to_string(*p.persistent_keepalive));
     if (p.replace_allowed_ips) s += "replace_allowed_ips=true\n";
-    for (const auto& a : p.allowed_ips) line("allowed_ip", a.network().str());
+    for (const auto& a : p.allowed_ips) {
+      s += "allowed_ip=";
+      a.network().append_to(s);
+      s += "\n";
+    }
   }
   s += "\n";
   return s;

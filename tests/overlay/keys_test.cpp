@@ -101,6 +101,12 @@ TEST_CASE("constant-time key codecs agree with a table-driven reference on every
     auto back = key_from_base64(b);
     REQUIRE(back.ok());
     CHECK(*back == k);
+    std::string ref_hex;
+    for (uint8_t byte : k) ref_hex += {"0123456789abcdef"[byte >> 4], "0123456789abcdef"[byte & 15]};
+    REQUIRE(key_to_hex(k) == ref_hex);
+    std::string appended = "public_key=";
+    append_key_hex(appended, k);
+    CHECK(appended == "public_key=" + ref_hex);
     auto hb = key_from_hex(key_to_hex(k));
     REQUIRE(hb.ok());
     CHECK(*hb == k);

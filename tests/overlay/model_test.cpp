@@ -54,6 +54,64 @@ TEST_CASE("prefixes and endpoints parse, print and reject", "[model]") {
   CHECK_FALSE(Endpoint::parse("[192.0.2.1]:5").ok());
 }
 
+TEST_CASE("network() and contains() agree with bit-by-bit masking at every prefix length", "[model]") {
+  // Reference: bit i of the address (big-endian) kept iff i < len.
+  auto ref_network = [](const IpPrefix& p) {
+    IpPrefix n = p;
+    for (unsigned i = 0; i < 128; ++i)
+      if (i >= p.len) n.addr[i / 8] &= static_cast<uint8_t>(~(0x80u >> (i % 8)));
+    return n;
+  };
+  uint32_t seed = 12345;
+  auto rnd = [&seed] { return static_cast<uint8_t>((seed = seed * 1103515245u + 12345u) >> 16); };
+  for (int family : {AF_INET, AF_INET6}) {
+    unsigned width = family == AF_INET ? 32 : 128;
+    for (int round = 0; round < 20; ++round) {
+      IpPrefix a;
+      a.family = family;
+      for (unsigned i = 0; i < width / 8; ++i) a.addr[i] = rnd();
+      for (unsigned len = 0; len <= width; ++len) {
+        a.len = static_cast<uint8_t>(len);
+        IpPrefix n = a.network();
+        REQUIRE(n.addr == ref_network(a).addr);
+        CHECK(n.len == len);
+        // An address inside: the network with random host bits, any longer prefix.
+        IpPrefix in = n;
+        for (unsigned i = len; i < width; ++i)
+          if (rnd() & 1) in.addr[i / 8] |= static_cast<uint8_t>(0x80u >> (i % 8));
+        in.len = static_cast<uint8_t>(len + (width - len) / 2);
+        CHECK(a.contains(in));
+        CHECK(n.contains(in));
+        // Outside: one bit inside the prefix flipped; or a shorter prefix; or the other family.
+        if (len > 0) {
+          IpPrefix out = in;
+          unsigned bit = rnd() % len;
+          out.addr[bit / 8] ^= static_cast<uint8_t>(0x80u >> (bit % 8));
+          CHECK_FALSE(a.contains(out));
+          IpPrefix shorter = n;
+          shorter.len = static_cast<uint8_t>(len - 1);
+          CHECK_FALSE(a.contains(shorter));
+        }
+        IpPrefix other = in;
+        other.family = family == AF_INET ? AF_INET6 : AF_INET;
+        CHECK_FALSE(a.contains(other));
+      }
+    }
+  }
+  // Printing straight into a buffer gives what str() gives.
+  for (const char* s :
+       {"10.42.0.1/24", "0.0.0.0/0", "255.255.255.255/32", "fd00::1/64", "::/0", "2001:db8::/32"}) {
+    std::string out = "x=";
+    pfx(s).append_to(out);
+    CHECK(out == "x=" + pfx(s).str());
+  }
+  for (const char* s : {"192.0.2.1:51820", "1.2.3.4:1", "[fd00::1]:7", "[2001:db8::42]:65535"}) {
+    std::string out = "y=";
+    ep(s).append_to(out);
+    CHECK(out == "y=" + ep(s).str());
+  }
+}
+
 TEST_CASE("diff: identical state is a no-op", "[diff]") {
   Device a =
       dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"})});
