@@ -328,6 +328,15 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
   // while the backend works (wireguard-go takes ~20 ms for 250 new peers);
   // a failure is reported once the backend has answered.
   Status addrs = rtnl_read_addrs(link);
+  const bool key_set = change.private_key.has_value();
+  const std::optional<uint16_t> port_set = change.listen_port;
+  if (!opt.report) {
+    // Without a report nothing below reads the peer lists: they are freed
+    // while the backend works, not on the way out.
+    want = Device{};
+    change = Device{};
+    *cur = Device{};
+  }
   // The report is built while the backend applies the request (wireguard-go
   // takes ~20 ms for 250 new peers); it is only returned if the set succeeds.
   // What the device holds once the change lands is reported without a
@@ -345,8 +354,8 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
     auto s = be->set_device_finish();
     if (!s) return Error{ifname + ": configure device: " + s.error().message, s.error().sys_errno};
     log->info("{}: peers +{} -{} ~{}{}{}", ifname, added, removed, updated,
-              change.private_key ? ", private key set" : "",
-              change.listen_port ? ", listen port " + std::to_string(*change.listen_port) : "");
+              key_set ? ", private key set" : "",
+              port_set ? ", listen port " + std::to_string(*port_set) : "");
   }
   if (!addrs) return addrs.take_error();
 

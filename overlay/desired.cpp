@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <yaml-cpp/yaml.h>
 
+#include <bit>
 #include <cstring>
 #include <functional>
 #include <unordered_map>
@@ -430,6 +431,49 @@ bool valid_name(const std::string& s, size_t max) {
 
 bool present(const Raw& r) { return r.kind != Raw::Absent && r.kind != Raw::Null; }
 
+// Insert-only open-addressing table in one allocation, for the duplicate
+// checks: validation inserts every peer's key and every allowed IP once, and
+// a node per entry (std::unordered_map) was ~500 allocations and frees for
+// 250 peers.
+template <class K, class V, class Hash>
+class FlatIndex {
+ public:
+  explicit FlatIndex(size_t expected) : slots_(std::bit_ceil(2 * expected + 2)) {}
+  // The value stored for k before, or nullptr once v is stored for it.
+  const V* insert(const K& k, const V& v) {
+    if (2 * (used_ + 1) > slots_.size()) grow();
+    Slot& s = find(k);
+    if (s.used) return &s.value;
+    s = Slot{k, v, true};
+    ++used_;
+    return nullptr;
+  }
+
+ private:
+  struct Slot {
+    K key{};
+    V value{};
+    bool used = false;
+  };
+  Slot& find(const K& k) {
+    // The slot from the top bits of the hash times 2^64/phi (Fibonacci
+    // hashing): the low bits of a hash may all be the same (the first
+    // bytes of 10.42.x.y addresses are).
+    const size_t mask = slots_.size() - 1;
+    const int shift = 64 - std::countr_zero(slots_.size());
+    for (size_t i = (uint64_t{Hash{}(k)} * 0x9e3779b97f4a7c15ULL) >> shift;; i = (i + 1) & mask)
+      if (!slots_[i].used || slots_[i].key == k) return slots_[i];
+  }
+  void grow() {
+    std::vector<Slot> old(2 * slots_.size());
+    old.swap(slots_);
+    for (const Slot& s : old)
+      if (s.used) find(s.key) = s;
+  }
+  std::vector<Slot> slots_;
+  size_t used_ = 0;
+};
+
 struct PrefixHash {
   size_t operator()(const IpPrefix& p) const noexcept {
     uint64_t lo, hi;
@@ -529,10 +573,9 @@ ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
     }
   }
 
-  std::unordered_map<Key, size_t, KeyHash> seen_keys;
-  std::unordered_map<IpPrefix, std::pair<size_t, size_t>, PrefixHash> seen_ips;  // -> peers[i].allowed_ips[j]
-  seen_keys.reserve(doc.peers.items.size());
-  seen_ips.reserve(doc.peers.items.size());
+  FlatIndex<Key, size_t, KeyHash> seen_keys(doc.peers.items.size());
+  // -> peers[i].allowed_ips[j]
+  FlatIndex<IpPrefix, std::pair<size_t, size_t>, PrefixHash> seen_ips(doc.peers.items.size());
   IpPrefix self = m.address;
   self.len = 32;
   if (doc.peers.kind == Raw::Other) {
@@ -558,10 +601,9 @@ ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
         if (!k) {
           ck.fail(Field(pf, ".public_key"), &pj.public_key, k.error().message);
           ok = false;
-        } else if (auto [it, fresh] = seen_keys.emplace(*k, i); !fresh) {
-          ck.fail(
-              Field(pf, ".public_key"), &pj.public_key,
-              "duplicate: same key as peers[" + std::to_string(it->second) + "]; public keys must be unique");
+        } else if (const size_t* first = seen_keys.insert(*k, i)) {
+          ck.fail(Field(pf, ".public_key"), &pj.public_key,
+                  "duplicate: same key as peers[" + std::to_string(*first) + "]; public keys must be unique");
           ok = false;
         } else {
           p.public_key = *k;
@@ -600,10 +642,10 @@ ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
             continue;
           }
           IpPrefix n = a->network();
-          if (auto [it, fresh] = seen_ips.emplace(n, std::pair{i, j}); !fresh) {
+          if (const auto* first = seen_ips.insert(n, std::pair{i, j})) {
             ck.fail(f, &ips.items[j],
-                    "duplicate: already routed to peers[" + std::to_string(it->second.first) +
-                        "].allowed_ips[" + std::to_string(it->second.second) + "]; one node per address");
+                    "duplicate: already routed to peers[" + std::to_string(first->first) + "].allowed_ips[" +
+                        std::to_string(first->second) + "]; one node per address");
             continue;
           }
           if (have_address && n.contains(self)) {

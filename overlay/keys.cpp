@@ -190,6 +190,18 @@ std::string key_to_hex(const Key& k) {
   return s;
 }
 
+void append_public_key_hex(std::string& out, const Key& k) {
+  // A public key is no secret: two digits per byte from a table.
+  static constexpr char kDigits[] = "0123456789abcdef";
+  size_t at = out.size();
+  out.resize(at + 2 * kKeyLen);
+  char* p = out.data() + at;
+  for (uint8_t b : k) {
+    *p++ = kDigits[b >> 4];
+    *p++ = kDigits[b & 15];
+  }
+}
+
 void append_key_hex(std::string& out, const Key& k) {
   // Branch-free per digit (it may be the private key); written in place.
   size_t at = out.size();

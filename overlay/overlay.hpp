@@ -39,6 +39,7 @@ Result<Key> key_from_file_text(std::string& text);
 // Lower-case hex (64 chars), the UAPI wire form.
 std::string key_to_hex(const Key& k);
 void append_key_hex(std::string& out, const Key& k);  // key_to_hex appended, without a temporary
+void append_public_key_hex(std::string& out, const Key& k);  // the same by table: public keys only
 Result<Key> key_from_hex(std::string_view s);
 // The same two decoders for public keys only: a table lookup per character,
 // ~10x fewer instructions (a 250-peer document and the device's 250-peer

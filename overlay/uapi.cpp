@@ -47,7 +47,7 @@ std::string uapi_set_request(const Device& ch) {
   // Per peer, keys and addresses are formatted straight into the buffer.
   for (const auto& p : ch.peers) {
     s += "public_key=";
-    append_key_hex(s, p.public_key);
+    append_public_key_hex(s, p.public_key);
     s += "\n";
     if (p.remove) {
       s += "remove=true\n";

@@ -232,3 +232,42 @@ TEST_CASE("JSON text is read without a document when it has the usual shape, wit
     CHECK_THROWS_AS(parse_desired_json(bad), json::parse_error);
   }
 }
+
+TEST_CASE("duplicate keys and allowed IPs are found among thousands, naming the first holder", "[desired]") {
+  // 40 peers with 100 allowed IPs each: the duplicate tables outgrow their
+  // first size several times; the repeats come last.
+  json doc = good();
+  doc["address"] = "10.42.0.1/16";
+  json peers = json::array();
+  for (int i = 0; i < 40; ++i) {
+    // The same first 8 bytes (what the key hash reads) for every key: all
+    // collide, only the whole key tells them apart.
+    Key k{};
+    k.fill(0x5a);
+    k[8] = static_cast<uint8_t>(i + 1);
+    json ips = json::array();
+    for (int j = 0; j < 100; ++j)
+      ips.push_back("10.42." + std::to_string(i + 1) + "." + std::to_string(j + 1) + "/32");
+    peers.push_back(
+        {{"public_key", key_to_base64(k)}, {"endpoint", "192.0.2.1:51820"}, {"allowed_ips", ips}});
+  }
+  doc["peers"] = peers;
+  ParseOptions wide;
+  wide.overlay_cidr = "10.42.0.0/16";
+  auto ok = parse_desired(doc, wide);
+  REQUIRE(ok.ok());
+  CHECK(ok.mesh->peers.size() == 40);
+  doc["peers"][39]["public_key"] = doc["peers"][17]["public_key"];
+  doc["peers"][39]["allowed_ips"][99] = "10.42.6.6/32";  // peers[5].allowed_ips[5]
+  auto r = parse_desired(doc, wide);
+  REQUIRE(r.errors.size() == 2);
+  CHECK(r.errors[0].field == "peers[39].public_key");
+  CHECK(r.errors[0].message == "duplicate: same key as peers[17]; public keys must be unique");
+  CHECK(r.errors[1].field == "peers[39].allowed_ips[99]");
+  CHECK(r.errors[1].message == "duplicate: already routed to peers[5].allowed_ips[5]; one node per address");
+  // The text path (SAX) finds the same.
+  auto t = parse_desired_json(doc.dump(), wide);
+  REQUIRE(t.errors.size() == 2);
+  CHECK(t.errors[0].str() == r.errors[0].str());
+  CHECK(t.errors[1].str() == r.errors[1].str());
+}

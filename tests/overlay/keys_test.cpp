@@ -107,6 +107,9 @@ TEST_CASE("constant-time key codecs agree with a table-driven reference on every
     std::string appended = "public_key=";
     append_key_hex(appended, k);
     CHECK(appended == "public_key=" + ref_hex);
+    std::string by_table = "public_key=";
+    append_public_key_hex(by_table, k);
+    CHECK(by_table == "public_key=" + ref_hex);
     auto hb = key_from_hex(key_to_hex(k));
     REQUIRE(hb.ok());
     CHECK(*hb == k);
