@@ -5,9 +5,12 @@
 #include <sys/socket.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <string_view>
 #include <unordered_map>
 
 #include "overlay/internal.hpp"
@@ -35,13 +38,39 @@ std::string show_value(const json& v) {
 // each field, whether and how it was written. Scalars keep their value;
 // anything else (a mapping, a list, a boolean, a fraction where a scalar
 // belongs) only its echo for the error message.
+// Copies of the strings the SAX path reads (the lexer reuses its buffer),
+// and of echoes, in blocks that never move: one allocation per 16 KiB
+// instead of one per key and endpoint longer than 15 characters.
+class TextStore {
+ public:
+  std::string_view keep(std::string_view s) {
+    if (s.size() > left_) {
+      left_ = std::max<size_t>(s.size(), 16 * 1024);
+      blocks_.emplace_back(new char[left_]);
+      next_ = blocks_.back().get();
+    }
+    char* p = next_;
+    std::memcpy(p, s.data(), s.size());
+    next_ += s.size();
+    left_ -= s.size();
+    return {p, s.size()};
+  }
+
+ private:
+  std::vector<std::unique_ptr<char[]>> blocks_;
+  char* next_ = nullptr;
+  size_t left_ = 0;
+};
+
 struct Raw {
   enum Kind : uint8_t { Absent, Null, String, Integer, List, Other };  // List: RawList only
   Kind kind = Absent;
   bool uns = false;  // an integer written without a sign (nlohmann's number_unsigned)
   uint64_t u = 0;
   int64_t i = 0;
-  std::string s;  // String: the value; Other: its echo
+  // String: the value; Other: its echo. A view into the parsed document
+  // (which outlives validation) or into the RawMesh's TextStore.
+  std::string_view s;
   static Raw of(Kind k) {
     Raw r;
     r.kind = k;
@@ -54,7 +83,7 @@ struct Raw {
       case Integer:
         return uns ? std::to_string(u) : std::to_string(i);
       default:
-        return s;
+        return std::string(s);
     }
   }
 };
@@ -79,6 +108,7 @@ struct RawMesh {
   Unknown unknown;
   Raw cluster_id, interface, address, listen_port, private_key_file, mtu, netns;
   RawList<RawPeer> peers;
+  TextStore store;
 };
 
 const std::initializer_list<const char*> kTopKeys = {
@@ -88,13 +118,13 @@ const std::initializer_list<const char*> kPeerKeys = {"public_key", "endpoint", 
 
 // ------------------------------------------------ from a parsed document ---
 
-Raw raw_of(const json& v) {
+Raw raw_of(const json& v, TextStore& store) {
   Raw r;
   if (v.is_null()) {
     r.kind = Raw::Null;
   } else if (v.is_string()) {
     r.kind = Raw::String;
-    r.s = v.get<std::string>();
+    r.s = v.get_ref<const std::string&>();
   } else if (v.is_number_unsigned()) {
     r.kind = Raw::Integer;
     r.uns = true;
@@ -104,13 +134,13 @@ Raw raw_of(const json& v) {
     r.i = v.get<int64_t>();
   } else {
     r.kind = Raw::Other;
-    r.s = show_value(v);
+    r.s = store.keep(show_value(v));
   }
   return r;
 }
-Raw raw_at(const json& obj, const char* key) {
+Raw raw_at(const json& obj, const char* key, TextStore& store) {
   auto it = obj.find(key);
-  return it == obj.end() ? Raw{} : raw_of(*it);
+  return it == obj.end() ? Raw{} : raw_of(*it, store);
 }
 Unknown unknown_keys(const json& obj, std::initializer_list<const char*> keys) {
   Unknown u;
@@ -129,13 +159,13 @@ RawMesh raw_from_dom(const json& doc) {
     return m;
   }
   m.unknown = unknown_keys(doc, kTopKeys);
-  m.cluster_id = raw_at(doc, "cluster_id");
-  m.interface = raw_at(doc, "interface");
-  m.address = raw_at(doc, "address");
-  m.listen_port = raw_at(doc, "listen_port");
-  m.private_key_file = raw_at(doc, "private_key_file");
-  m.mtu = raw_at(doc, "mtu");
-  m.netns = raw_at(doc, "netns");
+  m.cluster_id = raw_at(doc, "cluster_id", m.store);
+  m.interface = raw_at(doc, "interface", m.store);
+  m.address = raw_at(doc, "address", m.store);
+  m.listen_port = raw_at(doc, "listen_port", m.store);
+  m.private_key_file = raw_at(doc, "private_key_file", m.store);
+  m.mtu = raw_at(doc, "mtu", m.store);
+  m.netns = raw_at(doc, "netns", m.store);
   auto pit = doc.find("peers");
   if (pit == doc.end()) return m;
   if (pit->is_null()) {
@@ -153,9 +183,9 @@ RawMesh raw_from_dom(const json& doc) {
         continue;
       }
       p.unknown = unknown_keys(pj, kPeerKeys);
-      p.public_key = raw_at(pj, "public_key");
-      p.endpoint = raw_at(pj, "endpoint");
-      p.persistent_keepalive = raw_at(pj, "persistent_keepalive");
+      p.public_key = raw_at(pj, "public_key", m.store);
+      p.endpoint = raw_at(pj, "endpoint", m.store);
+      p.persistent_keepalive = raw_at(pj, "persistent_keepalive", m.store);
       auto ait = pj.find("allowed_ips");
       if (ait == pj.end()) continue;
       if (!ait->is_array()) {
@@ -165,7 +195,7 @@ RawMesh raw_from_dom(const json& doc) {
       }
       p.allowed_ips.kind = Raw::List;
       p.allowed_ips.items.reserve(ait->size());
-      for (const auto& a : *ait) p.allowed_ips.items.push_back(raw_of(a));
+      for (const auto& a : *ait) p.allowed_ips.items.push_back(raw_of(a, m.store));
     }
   }
   return m;
@@ -180,7 +210,7 @@ RawMesh raw_from_dom(const json& doc) {
 // boolean or fraction where a scalar belongs) stops it, and the caller
 // parses the text into a document instead, which yields the same RawMesh
 // for every document this one accepts and the exact messages for the rest.
-bool valid_ifname(const std::string& s);
+bool valid_ifname(std::string_view s);
 
 class RawSax {
  public:
@@ -204,7 +234,7 @@ class RawSax {
   bool number_float(json::number_float_t, const json::string_t&) { return false; }
   bool string(json::string_t& v) {
     Raw r = Raw::of(Raw::String);
-    r.s = v;  // a copy: the lexer keeps its buffer (and its capacity) for the next token
+    r.s = m_.store.keep(v);  // a copy: the lexer keeps its buffer (and its capacity) for the next token
     return scalar(std::move(r));
   }
   bool binary(json::binary_t&) { return false; }
@@ -335,7 +365,7 @@ class RawSax {
     // would not pass validation is never handed out).
     if (field_ == &m_.interface && on_interface_ && *on_interface_ && m_.interface.kind == Raw::String &&
         valid_ifname(m_.interface.s))
-      (*on_interface_)(m_.interface.s);
+      (*on_interface_)(std::string(m_.interface.s));
     field_ = nullptr;
     return true;
   }
@@ -387,7 +417,7 @@ class Checker {
       errors.push_back({std::string(prefix) + k, echo, "unknown key (accepted: " + list + ")"});
   }
 
-  const std::string* str(const Field& field, const Raw& v) {
+  const std::string_view* str(const Field& field, const Raw& v) {
     if (v.kind != Raw::String) {
       fail(field, &v, "expected a string");
       return nullptr;
@@ -413,7 +443,7 @@ class Checker {
   }
 };
 
-bool valid_ifname(const std::string& s) {
+bool valid_ifname(std::string_view s) {
   // Linux dev_valid_name(): 1-15 bytes, not "." or "..", no '/', ':' or
   // whitespace.
   if (s.empty() || s.size() > 15 || s == "." || s == "..") return false;
@@ -422,7 +452,7 @@ bool valid_ifname(const std::string& s) {
   return true;
 }
 
-bool valid_name(const std::string& s, size_t max) {
+bool valid_name(std::string_view s, size_t max) {
   if (s.empty() || s.size() > max) return false;
   for (unsigned char c : s)
     if (!(isalnum(c) || c == '-' || c == '_' || c == '.')) return false;
@@ -505,7 +535,7 @@ ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
     if (!valid_name(*s, 128))
       ck.fail("cluster_id", &doc.cluster_id, "expected 1-128 characters of A-Z a-z 0-9 . _ -");
     else
-      m.cluster_id = *s;
+      m.cluster_id = std::string(*s);
   }
 
   if (doc.interface.kind != Raw::Absent) {
@@ -515,7 +545,7 @@ ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
             "interface", &doc.interface,
             "expected an interface name of 1-15 characters without '/', ':' or whitespace, not '.' or '..'");
       else
-        m.interface = *s;
+        m.interface = std::string(*s);
     }
   }
 
@@ -526,7 +556,7 @@ ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
                 IpPrefix{net.family, net.addr, net.len}.str());
   } else if (auto s = ck.str("address", doc.address)) {
     auto a = IpPrefix::parse(*s);
-    if (a && s->find('/') == std::string::npos) a->len = net.len;
+    if (a && s->find('/') == std::string_view::npos) a->len = net.len;
     IpPrefix host = a ? *a : IpPrefix{};
     host.len = 32;
     IpPrefix bcast = net;
@@ -554,7 +584,7 @@ ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
       if (s->empty() || (*s)[0] != '/')
         ck.fail("private_key_file", &doc.private_key_file, "expected an absolute path");
       else
-        m.private_key_file = *s;
+        m.private_key_file = std::string(*s);
     }
   }
 
@@ -569,7 +599,7 @@ ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
             "netns", &doc.netns,
             "expected an absolute path (/run/netns/NAME, /proc/PID/ns/net) or a name of A-Z a-z 0-9 . _ -");
       else
-        m.netns = *s;
+        m.netns = std::string(*s);
     }
   }
 
