@@ -350,12 +350,27 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
   } else {
     doc = {{"interface", ifname}, {"backend", backend_name(chosen)}};
   }
+  // So is the rest of the answer and the log line (their code runs for the
+  // first time in a `mesh apply` process: ~0.2 ms of page faults here);
+  // what depends on the outcome is filled in below.
+  doc["changes"] = {{"created", created},
+                    {"moved", moved},
+                    {"backend_reason", reason},
+                    {"peers_added", added},
+                    {"peers_removed", removed},
+                    {"peers_updated", updated},
+                    {"device_changed", device_changed},
+                    {"link_changed", false},
+                    {"elapsed_us", 0}};
+  std::string applied;
+  if (device_changed)
+    applied = ifname + ": peers +" + std::to_string(added) + " -" + std::to_string(removed) + " ~" +
+              std::to_string(updated) + (key_set ? ", private key set" : "") +
+              (port_set ? ", listen port " + std::to_string(*port_set) : "");
   if (device_changed) {
     auto s = be->set_device_finish();
     if (!s) return Error{ifname + ": configure device: " + s.error().message, s.error().sys_errno};
-    log->info("{}: peers +{} -{} ~{}{}{}", ifname, added, removed, updated,
-              key_set ? ", private key set" : "",
-              port_set ? ", listen port " + std::to_string(*port_set) : "");
+    log->info(applied);
   }
   if (!addrs) return addrs.take_error();
 
@@ -394,17 +409,10 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
     if (*li2) link = **li2;
     link_fields(doc, link);
   }
-  doc["changes"] = {
-      {"created", created},
-      {"moved", moved},
-      {"backend_reason", reason},
-      {"peers_added", added},
-      {"peers_removed", removed},
-      {"peers_updated", updated},
-      {"device_changed", device_changed},
-      {"link_changed", link_changed},
-      {"elapsed_us",
-       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count()}};
+  json& changes = doc["changes"];
+  changes["link_changed"] = link_changed;
+  changes["elapsed_us"] =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
   return doc;
 }
 
