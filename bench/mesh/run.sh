@@ -5,7 +5,7 @@
 # WireGuard; run it in the lab VM for the kernel backend), in network
 # namespaces this script creates and removes.
 #
-#   bench/mesh/run.sh [FABRIC_AGENT_BINARY]      (root; env RUNS=15, BACKEND=userspace)
+#   bench/mesh/run.sh [FABRIC_AGENT_BINARY]      (root; env RUNS=31, BACKEND=userspace)
 #   bench/mesh/run.sh --lab [FABRIC_AGENT_BINARY]   the same against kernel WireGuard
 #                                                 in the lab VM (tests/lab, docs/lab.md)
 #
@@ -62,7 +62,9 @@ fi
 
 AGENT=${1:-build/agent/fabric-agent}
 AGENT=$(readlink -f "$AGENT")
-RUNS=${RUNS:-15}
+# 31 samples: with 15, medians of runs minutes apart spread wider (250
+# peers: 0.80-1.13) than the difference between the two tools.
+RUNS=${RUNS:-31}
 BACKEND=${BACKEND:-userspace}
 T=$$
 NS=fabm$T
