@@ -20,6 +20,15 @@ Error too_large(const std::string& path, size_t max_bytes) {
   return Error{"read " + path + ": larger than " + std::to_string(max_bytes) + " bytes", EFBIG};
 }
 
+// One read(2), retried on EINTR: the bytes read, 0 at the end.
+Result<size_t> read_some(int fd, char* buf, size_t len, const std::string& path) {
+  for (;;) {
+    ssize_t n = ::read(fd, buf, len);
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno != EINTR) return Error::from_errno("read " + path);
+  }
+}
+
 }  // namespace
 
 Result<std::string> read_text_file(const std::string& path, size_t max_bytes) {
@@ -39,13 +48,10 @@ Result<std::string> read_text_file(const std::string& path, size_t max_bytes) {
         if (len > max_bytes) return too_large(path, max_bytes);
         out.resize(std::min(out.size() * 2, max_bytes + 1));
       }
-      ssize_t n = ::read(fd.get(), out.data() + len, out.size() - len);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return Error::from_errno("read " + path);
-      }
-      if (n == 0) break;
-      len += static_cast<size_t>(n);
+      auto n = read_some(fd.get(), out.data() + len, out.size() - len, path);
+      if (!n) return n.take_error();
+      if (*n == 0) break;
+      len += *n;
     }
     if (len > max_bytes) return too_large(path, max_bytes);
     out.resize(len);
@@ -54,14 +60,11 @@ Result<std::string> read_text_file(const std::string& path, size_t max_bytes) {
     // at a time, the usual few bytes in one read.
     char buf[4096];
     for (;;) {
-      ssize_t n = ::read(fd.get(), buf, sizeof buf);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return Error::from_errno("read " + path);
-      }
-      if (n == 0) break;
-      if (out.size() + static_cast<size_t>(n) > max_bytes) return too_large(path, max_bytes);
-      out.append(buf, static_cast<size_t>(n));
+      auto n = read_some(fd.get(), buf, sizeof buf, path);
+      if (!n) return n.take_error();
+      if (*n == 0) break;
+      if (out.size() + *n > max_bytes) return too_large(path, max_bytes);
+      out.append(buf, *n);
     }
   }
   if (!out.empty() && out.back() == '\n') out.pop_back();

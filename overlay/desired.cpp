@@ -11,7 +11,6 @@
 #include <functional>
 #include <memory>
 #include <string_view>
-#include <unordered_map>
 
 #include "overlay/internal.hpp"
 #include "overlay/overlay.hpp"
@@ -34,10 +33,6 @@ std::string show_value(const json& v) {
   return s;
 }
 
-// The document as the validator reads it, whichever parser produced it: for
-// each field, whether and how it was written. Scalars keep their value;
-// anything else (a mapping, a list, a boolean, a fraction where a scalar
-// belongs) only its echo for the error message.
 // Copies of the strings the SAX path reads (the lexer reuses its buffer),
 // and of echoes, in blocks that never move: one allocation per 16 KiB
 // instead of one per key and endpoint longer than 15 characters.
@@ -62,6 +57,10 @@ class TextStore {
   size_t left_ = 0;
 };
 
+// The document as the validator reads it, whichever parser produced it: for
+// each field, whether and how it was written. Scalars keep their value;
+// anything else (a mapping, a list, a boolean, a fraction where a scalar
+// belongs) only its echo for the error message.
 struct Raw {
   enum Kind : uint8_t { Absent, Null, String, Integer, List, Other };  // List: RawList only
   Kind kind = Absent;

@@ -94,6 +94,18 @@ int decode_hex(std::string_view s, Key& k, Value value) {
   return bad;
 }
 
+// The 64 hex digits of a key appended in place, each nibble mapped by `digit`.
+template <class Digit>
+void encode_hex(std::string& out, const Key& k, Digit digit) {
+  size_t at = out.size();
+  out.resize(at + 2 * kKeyLen);
+  char* p = out.data() + at;
+  for (size_t i = 0; i < kKeyLen; ++i) {
+    p[2 * i] = digit(k[i] >> 4);
+    p[2 * i + 1] = digit(k[i] & 15);
+  }
+}
+
 std::mutex deriver_mu;
 PublicKeyDeriver deriver;  // empty: OpenSSL in this process
 }  // namespace
@@ -191,26 +203,12 @@ std::string key_to_hex(const Key& k) {
 }
 
 void append_public_key_hex(std::string& out, const Key& k) {
-  // A public key is no secret: two digits per byte from a table.
-  static constexpr char kDigits[] = "0123456789abcdef";
-  size_t at = out.size();
-  out.resize(at + 2 * kKeyLen);
-  char* p = out.data() + at;
-  for (uint8_t b : k) {
-    *p++ = kDigits[b >> 4];
-    *p++ = kDigits[b & 15];
-  }
+  // A public key is no secret: its digits from a table.
+  encode_hex(out, k, [](int v) { return "0123456789abcdef"[v]; });
 }
 
 void append_key_hex(std::string& out, const Key& k) {
-  // Branch-free per digit (it may be the private key); written in place.
-  size_t at = out.size();
-  out.resize(at + 2 * kKeyLen);
-  char* p = out.data() + at;
-  for (size_t i = 0; i < kKeyLen; ++i) {
-    p[2 * i] = hex_char(k[i] >> 4);
-    p[2 * i + 1] = hex_char(k[i] & 15);
-  }
+  encode_hex(out, k, hex_char);  // branch-free per digit: it may be the private key
 }
 
 Result<Key> key_from_hex(std::string_view s) {

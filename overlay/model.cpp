@@ -60,8 +60,9 @@ char* put_ip(char* p, int family, const std::array<uint8_t, 16>& addr) {
   return p + std::strlen(p);
 }
 
-// "addr" + sep + number, e.g. "10.0.0.1/32", "[fe80::1]:51820".
-std::string ip_with(int family, const std::array<uint8_t, 16>& addr, bool brackets, char sep, unsigned n) {
+// "addr" + sep + number, e.g. "10.0.0.1/32", "[fe80::1]:51820", appended.
+void append_ip_with(std::string& out, int family, const std::array<uint8_t, 16>& addr, bool brackets,
+                    char sep, unsigned n) {
   char buf[INET6_ADDRSTRLEN + 10];
   char* p = buf;
   if (brackets) *p++ = '[';
@@ -69,7 +70,7 @@ std::string ip_with(int family, const std::array<uint8_t, 16>& addr, bool bracke
   if (brackets) *p++ = ']';
   *p++ = sep;
   p = std::to_chars(p, buf + sizeof buf, n).ptr;
-  return std::string(buf, p);
+  out.append(buf, p);
 }
 
 }  // namespace
@@ -91,7 +92,13 @@ Result<IpPrefix> IpPrefix::parse(std::string_view s) {
   return p;
 }
 
-std::string IpPrefix::str() const { return ip_with(family, addr, false, '/', len); }
+std::string IpPrefix::str() const {
+  std::string s;
+  append_to(s);
+  return s;
+}
+
+void IpPrefix::append_to(std::string& out) const { append_ip_with(out, family, addr, false, '/', len); }
 
 namespace {
 
@@ -124,14 +131,6 @@ bool IpPrefix::contains(const IpPrefix& inner) const {
   return masked(inner, len) == masked(*this, len);
 }
 
-void IpPrefix::append_to(std::string& out) const {
-  char buf[INET6_ADDRSTRLEN + 4];
-  char* p = put_ip(buf, family, addr);
-  *p++ = '/';
-  p = std::to_chars(p, buf + sizeof buf, len).ptr;
-  out.append(buf, p);
-}
-
 Result<Endpoint> Endpoint::parse(std::string_view s) {
   Endpoint e;
   std::string_view host, port;
@@ -159,18 +158,13 @@ Result<Endpoint> Endpoint::parse(std::string_view s) {
 }
 
 std::string Endpoint::str() const {
-  return ip_with(family, addr, family == AF_INET6, ':', port);
+  std::string s;
+  append_to(s);
+  return s;
 }
 
 void Endpoint::append_to(std::string& out) const {
-  char buf[INET6_ADDRSTRLEN + 8];
-  char* p = buf;
-  if (family == AF_INET6) *p++ = '[';
-  p = put_ip(p, family, addr);
-  if (family == AF_INET6) *p++ = ']';
-  *p++ = ':';
-  p = std::to_chars(p, buf + sizeof buf, port).ptr;
-  out.append(buf, p);
+  append_ip_with(out, family, addr, family == AF_INET6, ':', port);
 }
 
 namespace {

@@ -54,10 +54,9 @@ if [ "${1:-}" = --lab ]; then
   printf '%s\n' '# bench/mesh/run.sh --lab: the benchmark against kernel WireGuard.' \
     "RUNS=${RUNS:-15} BACKEND=kernel PEERS_DIR=\$LAB_FILES bash \$LAB_FILES/run.sh /usr/bin/fabric-agent" \
     >"$LABDIR/bench-mesh.sh"
-  rc=0
   "$SRC/tests/lab/run" --timeout "${FA_LAB_TIMEOUT:-3600}" --binary "$AGENT" --file "$LABDIR/run.sh" \
-    --file "$LABDIR/p250" --file "$LABDIR/p1000" "$LABDIR/bench-mesh.sh" || rc=$?
-  exit "$rc"
+    --file "$LABDIR/p250" --file "$LABDIR/p1000" "$LABDIR/bench-mesh.sh"
+  exit 0
 fi
 
 AGENT=${1:-build/agent/fabric-agent}
