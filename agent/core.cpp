@@ -395,16 +395,20 @@ ApiResult Core::put_mesh(json doc) {
   const json& want = *v.canonical;
   const json& have = persisted_.mesh;
   if (!have.is_null()) {
-    if (have.value("cluster_id", "") != want.value("cluster_id", ""))
+    if (have.value("cluster_id", "") != want.value("cluster_id", "")) {
+      mesh_->discard();
       return ApiFailure{409, "conflict",
                         "this node is in cluster '" + have.value("cluster_id", "") + "'; DELETE /v1/mesh before joining '" +
                             want.value("cluster_id", "") + "'",
                         "cluster_id", nullptr};
-    if (ifname_of(have, cfg) != ifname_of(want, cfg) || opt_netns(have) != opt_netns(want))
+    }
+    if (ifname_of(have, cfg) != ifname_of(want, cfg) || opt_netns(have) != opt_netns(want)) {
+      mesh_->discard();
       return ApiFailure{409, "conflict",
                         "the mesh runs on interface '" + ifname_of(have, cfg) +
                             "'; DELETE /v1/mesh before moving it to another interface or namespace",
                         "interface", nullptr};
+    }
   }
   const auto netns = mesh_netns_locked(want);
   // The new state is written and fsync'd (~1 ms here) while the mesh is
@@ -413,12 +417,12 @@ ApiResult Core::put_mesh(json doc) {
   // crash in between leaves the new desired state on disk, which the next
   // start applies (what the control plane asked for).
   const bool persist = persisted_.mesh != want;
-  std::optional<PersistedState> next;
   std::future<Status> saved;
-  if (persist) {
-    next = PersistedState{want, persisted_.pods};
-    saved = std::async(std::launch::async, [&cfg, &next] { return save_state(cfg.state_dir, *next); });
-  }
+  // The writer only reads `want` and the pods list, both left alone until
+  // saved.get() below: no copy of the peer list for it.
+  if (persist)
+    saved = std::async(std::launch::async,
+                       [&cfg, &want, this] { return save_state(cfg.state_dir, want, persisted_.pods); });
   auto r = netns ? mesh_->apply(with_netns(want, netns)) : mesh_->apply(want);
   Status save_status = persist ? saved.get() : Status{};
   if (!r) {
@@ -434,17 +438,21 @@ ApiResult Core::put_mesh(json doc) {
       return ApiFailure{500, "state_write_failed",
                         "mesh applied but not persisted: " + save_status.error().message, "", nullptr};
     }
-    persisted_ = std::move(*next);
+    persisted_.mesh = std::move(*v.canonical);  // `want` is moved-from below this line
   }
-  log->info("{}: mesh of cluster {} applied ({} peers, changes: {})", ifname_of(want, cfg), want.value("cluster_id", ""),
-            want.value("peers", json::array()).size(), r->contains("changes") ? (*r)["changes"].dump() : "{}");
+  const json& now = persisted_.mesh;  // what was wanted, persisted
+  // The peer count by reference: value("peers", ...) would copy the list.
+  const auto peers = now.find("peers");
+  log->info("{}: mesh of cluster {} applied ({} peers, changes: {})", ifname_of(now, cfg),
+            now.value("cluster_id", ""), peers != now.end() ? peers->size() : 0,
+            r->contains("changes") ? (*r)["changes"].dump() : "{}");
   json stable = {{"inspect", without_counters(last_inspect_)},
                  {"mesh", mesh_summary_locked(true, "")},
                  {"pods", pods_array_locked()},
                  {"warnings", warnings_}};
   publish_locked(std::move(stable), last_inspect_);
   json out = std::move(*r);
-  out["cluster_id"] = want.value("cluster_id", "");
+  out["cluster_id"] = now.value("cluster_id", "");
   return out;
 }
 

@@ -40,8 +40,13 @@ struct MeshValidation {
 class MeshOps {
  public:
   virtual ~MeshOps() = default;
-  // Validates the whole document (no side effect).
+  // Validates the whole document (no side effect on the interface; it may
+  // start reading it, see overlay::EarlyGet).
   virtual MeshValidation validate(const nlohmann::json& doc) = 0;
+  // Forgets what validate() kept for the apply() of the same document (its
+  // parsed form, a read of the device already sent) when that document is
+  // not going to be applied after all.
+  virtual void discard() {}
   // Brings the live interface to the canonical desired document; returns
   // the `mesh show --json` document.
   virtual Result<nlohmann::json> apply(const nlohmann::json& canonical) = 0;

@@ -32,8 +32,10 @@ Result<PersistedState> parse_state(const std::string& text) {
   return s;
 }
 
-std::string dump_state(const PersistedState& s) {
-  nlohmann::json doc = {{"version", kStateVersion}, {"mesh", s.mesh}, {"pods", s.pods}};
+std::string dump_state(const PersistedState& s) { return dump_state(s.mesh, s.pods); }
+
+std::string dump_state(const nlohmann::json& mesh, const nlohmann::json& pods) {
+  nlohmann::json doc = {{"version", kStateVersion}, {"mesh", mesh}, {"pods", pods}};
   return doc.dump(2) + "\n";
 }
 
@@ -60,7 +62,11 @@ Result<LoadedState> load_state(const std::string& state_dir) {
 }
 
 Status save_state(const std::string& state_dir, const PersistedState& s) {
-  return write_file_atomic(state_path(state_dir), dump_state(s), 0600);
+  return save_state(state_dir, s.mesh, s.pods);
+}
+
+Status save_state(const std::string& state_dir, const nlohmann::json& mesh, const nlohmann::json& pods) {
+  return write_file_atomic(state_path(state_dir), dump_state(mesh, pods), 0600);
 }
 
 }  // namespace fa::agent

@@ -31,9 +31,12 @@ struct LoadedState {
 // An Error only for I/O failures that leave us unable to tell.
 Result<LoadedState> load_state(const std::string& state_dir);
 Status save_state(const std::string& state_dir, const PersistedState& s);
+// The same from its two parts, for a writer that must not copy them.
+Status save_state(const std::string& state_dir, const nlohmann::json& mesh, const nlohmann::json& pods);
 
 // Parses a state document; Error names what is wrong (pure, unit-tested).
 Result<PersistedState> parse_state(const std::string& text);
 std::string dump_state(const PersistedState& s);
+std::string dump_state(const nlohmann::json& mesh, const nlohmann::json& pods);
 
 }  // namespace fa::agent

@@ -126,6 +126,25 @@ for n in "${NODES[@]}"; do
 done
 echo "no agent has OpenSSL mapped; each reports its interface's public key"
 
+# A PUT reads the device while it validates (overlay::EarlyGet); one it then
+# refuses must not leave that read's connection open in wireguard-go.
+say "a PUT for another cluster is refused (409); wireguard-go keeps no connection from it"
+WGPID=$(pgrep -xf "wireguard-go -f ${IFN[a]}" | head -n 1)
+[ -n "$WGPID" ] || fail "no wireguard-go serves ${IFN[a]}"
+fds() { find "/proc/$WGPID/fd" -mindepth 1 | wc -l; }
+f0=$(fds)
+ip netns exec "$HUB" curl -s -H "Authorization: Bearer $(cat "$WORK/token")" "http://${IP[a]}:7471/v1/mesh" |
+  python3 -c 'import json,sys; d=json.load(sys.stdin)["desired"]; d["cluster_id"]="other"; print(json.dumps(d))' \
+  > "$WORK/other.json"
+code=$(ip netns exec "$HUB" curl -s -o "$WORK/409.out" -w '%{http_code}' -X PUT \
+  -H "Authorization: Bearer $(cat "$WORK/token")" -H 'Content-Type: application/json' \
+  --data-binary @"$WORK/other.json" "http://${IP[a]}:7471/v1/mesh")
+[ "$code" = 409 ] || fail "PUT for another cluster answered $code: $(cat "$WORK/409.out")"
+sleep 0.3  # wireguard-go closes its end once the agent has closed its own
+f1=$(fds)
+[ "$f1" = "$f0" ] || fail "the refused PUT left $((f1 - f0)) connection(s) open in wireguard-go ($f0 -> $f1 fds)"
+echo "409 conflict; wireguard-go fds $f0 -> $f1"
+
 if [ "$DEMO" = 1 ]; then
   say "fabric-agent status (agent a)"
   ip netns exec "${NS[a]}" "$BIN" status --config "$WORK/a/agent.yaml"
