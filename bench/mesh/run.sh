@@ -7,7 +7,8 @@
 #
 #   bench/mesh/run.sh [FABRIC_AGENT_BINARY]      (root; env RUNS=121, ONE_RUNS=31, BACKEND=userspace)
 #   bench/mesh/run.sh --lab [FABRIC_AGENT_BINARY]   the same against kernel WireGuard
-#                                                 in the lab VM (tests/lab, docs/lab.md)
+#                                                 in the lab VM (tests/lab, docs/lab.md;
+#                                                 env ASLR=0: randomisation off in the VM)
 #
 # Prints, for 250 and 1000 peers, the median time to push the whole peer set
 # onto an up interface with no peers (agent: the full `mesh apply` process,
@@ -58,9 +59,19 @@ if [ "${1:-}" = --lab ]; then
   gen_peers 250 "$LABDIR/p250"
   gen_peers 1000 "$LABDIR/p1000"
   cp "${BASH_SOURCE[0]}" "$LABDIR/run.sh"
-  printf '%s\n' '# bench/mesh/run.sh --lab: the benchmark against kernel WireGuard.' \
-    "RUNS=${RUNS:-31} ONE_RUNS=${ONE_RUNS:-15} BACKEND=kernel PEERS_DIR=\$LAB_FILES bash \$LAB_FILES/run.sh /usr/bin/fabric-agent" \
-    >"$LABDIR/bench-mesh.sh"
+  # ASLR=0: address randomisation off inside the VM. QEMU's TCG (7.2) finds
+  # code it translated before by virtual address, so with ASLR every process
+  # translates every block it runs again, a cost that grows with the code a
+  # process runs and that hardware does not have; without, a process
+  # reuses the translations of the previous one and what is left is closer
+  # to what each side executes (docs/overlay.md, "Results").
+  {
+    echo '# bench/mesh/run.sh --lab: the benchmark against kernel WireGuard.'
+    if [ "${ASLR:-1}" = 0 ]; then
+      echo 'echo 0 >/proc/sys/kernel/randomize_va_space && echo "ASLR off in the VM"'
+    fi
+    echo "RUNS=${RUNS:-31} ONE_RUNS=${ONE_RUNS:-15} BACKEND=kernel PEERS_DIR=\$LAB_FILES bash \$LAB_FILES/run.sh /usr/bin/fabric-agent"
+  } >"$LABDIR/bench-mesh.sh"
   "$SRC/tests/lab/run" --timeout "${FA_LAB_TIMEOUT:-3600}" --binary "$AGENT" --file "$LABDIR/run.sh" \
     --file "$LABDIR/p250" --file "$LABDIR/p1000" "$LABDIR/bench-mesh.sh"
   exit 0
