@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 
 #include "common/secure.hpp"
 #include "overlay/internal.hpp"
@@ -65,12 +66,59 @@ Result<Genl> connect_genl() {
   return g;
 }
 
-int collect(nl_msg* m, void* arg) {
-  auto* out = static_cast<std::vector<std::vector<uint8_t>>*>(arg);
-  nlmsghdr* h = nlmsg_hdr(m);
-  auto* b = reinterpret_cast<const uint8_t*>(h);
-  out->emplace_back(b, b + h->nlmsg_len);
-  return NL_OK;
+// Reads the answer to the dump request `seq` just sent on `sk`, copying each
+// message of the dump into `parts`. Not nl_recvmsgs: the answer carries the
+// private key, and libnl reads into a buffer of its own that it frees
+// unwiped; this buffer is ours and wiped (so are `parts`, by the caller).
+// Returns 0, or a negative libnl error code (-NLE_DUMP_INTR when the kernel
+// flagged the dump as torn by a concurrent change).
+int recv_dump(nl_sock* sk, uint32_t seq, std::vector<std::vector<uint8_t>>& parts) {
+  const int fd = nl_socket_get_fd(sk);
+  const uint32_t port = nl_socket_get_local_port(sk);
+  std::vector<uint8_t> buf(32 * 1024);
+  auto done = [&](int rc) {
+    secure_wipe(buf.data(), buf.size());
+    return rc;
+  };
+  auto recv_once = [&](int flags) {
+    ssize_t n;
+    do n = ::recv(fd, buf.data(), buf.size(), flags);
+    while (n < 0 && errno == EINTR);
+    return n;
+  };
+  bool torn = false;
+  for (;;) {
+    // A datagram larger than the buffer would be cut: ask its size first.
+    ssize_t n = recv_once(MSG_PEEK | MSG_TRUNC);
+    if (n < 0) return done(-nl_syserr2nlerr(errno));
+    if (static_cast<size_t>(n) > buf.size()) {
+      secure_wipe(buf.data(), buf.size());
+      buf = std::vector<uint8_t>(static_cast<size_t>(n));
+    }
+    n = recv_once(0);
+    if (n < 0) return done(-nl_syserr2nlerr(errno));
+    auto left = static_cast<unsigned>(n);
+    for (auto* h = reinterpret_cast<nlmsghdr*>(buf.data()); NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
+      if (h->nlmsg_pid != port || h->nlmsg_seq != seq) continue;  // not an answer to this request
+      if (h->nlmsg_flags & NLM_F_DUMP_INTR) torn = true;
+      if (h->nlmsg_type == NLMSG_ERROR) {
+        if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nlmsgerr))) return done(-NLE_MSG_TRUNC);
+        int err = static_cast<const nlmsgerr*>(NLMSG_DATA(h))->error;
+        return done(err < 0 ? -nl_syserr2nlerr(-err) : 0);
+      }
+      if (h->nlmsg_type == NLMSG_DONE) {
+        // A dump that fails midway says so in NLMSG_DONE's payload.
+        if (h->nlmsg_len >= NLMSG_LENGTH(sizeof(int))) {
+          int err = *static_cast<const int*>(NLMSG_DATA(h));
+          if (err < 0) return done(-nl_syserr2nlerr(-err));
+        }
+        return done(torn ? -NLE_DUMP_INTR : 0);
+      }
+      if (h->nlmsg_type < NLMSG_MIN_TYPE) continue;  // NOOP, OVERRUN
+      auto* b = reinterpret_cast<const uint8_t*>(h);
+      parts.emplace_back(b, b + h->nlmsg_len);
+    }
+  }
 }
 
 class KernelBackend : public WgBackend {
@@ -91,16 +139,17 @@ class KernelBackend : public WgBackend {
           nla_put_string(req.get(), WGDEVICE_A_IFNAME, ifname.c_str()) < 0)
         return Error{"building WG_CMD_GET_DEVICE failed"};
       std::vector<std::vector<uint8_t>> parts;
-      nl_socket_modify_cb(g->sock.get(), NL_CB_VALID, NL_CB_CUSTOM, collect, &parts);
+      auto wipe_parts = [&parts] {  // they held the private key
+        for (auto& p : parts) secure_wipe(p.data(), p.size());
+      };
       if (int e = nl_send_auto(g->sock.get(), req.get()); e < 0)
         return nl_error(ifname + ": send GET_DEVICE", e);
-      int e = nl_recvmsgs_default(g->sock.get());
+      int e = recv_dump(g->sock.get(), nlmsg_hdr(req.get())->nlmsg_seq, parts);
+      if (e < 0) wipe_parts();
       if (e == -NLE_DUMP_INTR) continue;
       if (e < 0) return nl_error(ifname + ": WG_CMD_GET_DEVICE", e);
       auto d = genl_parse_device(parts);
-      // They held the private key. (libnl's own receive buffer, freed inside
-      // nl_recvmsgs, cannot be reached from here.)
-      for (auto& p : parts) secure_wipe(p.data(), p.size());
+      wipe_parts();
       if (d) d->name = ifname;
       return d;
     }
