@@ -232,8 +232,10 @@ for N in 250 1000; do
   # Iteration r's agent and wg samples were taken within ~0.1 s of each
   # other: their ratio is free of the host's drift.
   read -r pr lo hi < <(paste -d' ' "$DIR/ta" "$DIR/tw" | awk '{printf "%.6f\n", $1 / $2}' | median_ci)
+  ci="$pr [$lo-$hi]"
+  [ "$lo" = - ] && ci=$pr
   printf '%-8s %12s %12s %8s %18s %14s %10s %16s %10s\n' "$N" "$a" "$w" "$(awk -v a="$a" -v w="$w" 'BEGIN {printf "%.2f", a/w}')" \
-    "$pr [$lo-$hi]" "$al" "$(awk -v a="$al" -v w="$w" 'BEGIN {printf "%.2f", a/w}')" "$(median <"$DIR/taj")" \
+    "$ci" "$al" "$(awk -v a="$al" -v w="$w" 'BEGIN {printf "%.2f", a/w}')" "$(median <"$DIR/taj")" \
     "$(awk -v a="$amin" -v w="$wmin" 'BEGIN {printf "%.2f", a/w}')"
   verdict+=("$N peers: $(awk -v p="$pr" -v lo="$lo" -v hi="$hi" 'BEGIN {
     if (lo == "-") printf "per-iteration ratio %s (too few runs for an interval)", p
@@ -409,5 +411,7 @@ for N in 250 1000; do
   d=$(median <"$DIR/tdn")
   w=$(median <"$DIR/twn")
   read -r pr lo hi < <(paste -d' ' "$DIR/tdn" "$DIR/twn" | awk '{printf "%.6f\n", $1 / $2}' | median_ci)
-  printf '  %-8s %12s %12s %8s %18s\n' "$N" "$d" "$w" "$(awk -v a="$d" -v w="$w" 'BEGIN {printf "%.2f", a/w}')" "$pr [$lo-$hi]"
+  ci="$pr [$lo-$hi]"
+  [ "$lo" = - ] && ci=$pr
+  printf '  %-8s %12s %12s %8s %18s\n' "$N" "$d" "$w" "$(awk -v a="$d" -v w="$w" 'BEGIN {printf "%.2f", a/w}')" "$ci"
 done
