@@ -138,6 +138,24 @@ median_ci() {
     if (k == 0) printf "%.2f - -\n", m
     else printf "%.2f %.2f %.2f\n", m, a[k], a[n + 1 - k] }'
 }
+# RUNS iterations of the agent's runner and the anchor's for N peers, the
+# anchor first every other iteration: neither tool always follows the other
+# (a cache or frequency state left by one would otherwise favour the same
+# side every time).
+alternate() {  # alternate AGENT_RUNNER ANCHOR_RUNNER N
+  local r
+  for ((r = 0; r < RUNS; r++)); do
+    if ((r % 2)); then "$2" "$3"; "$1" "$3"; else "$1" "$3"; "$2" "$3"; fi
+  done
+}
+# The ratios of two sample files line by line (line r of each from the same
+# iteration, taken within ~0.1 s of each other: free of the host's drift):
+# sets pr, lo, hi (median_ci) and ci, their printed form.
+paired() {
+  read -r pr lo hi < <(paste -d' ' "$1" "$2" | awk '{printf "%.6f\n", $1 / $2}' | median_ci)
+  ci="$pr [$lo-$hi]"
+  [ "$lo" != - ] || ci=$pr
+}
 
 # Underlay: three namespaces on a bridge; node a is the one measured.
 ip netns add ${NS}br
@@ -218,22 +236,13 @@ for N in 250 1000; do
   : >"$DIR/tal"
   : >"$DIR/tw"
   : >"$DIR/taj"
-  for ((r = 0; r < RUNS; r++)); do
-    # Every other iteration the anchor goes first: neither tool always
-    # follows the other (a cache or frequency state left by one would
-    # otherwise favour the same side every time).
-    if ((r % 2)); then run_wg "$N"; run_agent "$N"; else run_agent "$N"; run_wg "$N"; fi
-  done
+  alternate run_agent run_wg "$N"
   a=$(median <"$DIR/ta")
   al=$(median <"$DIR/tal")
   w=$(median <"$DIR/tw")
   amin=$(minimum <"$DIR/ta")
   wmin=$(minimum <"$DIR/tw")
-  # Iteration r's agent and wg samples were taken within ~0.1 s of each
-  # other: their ratio is free of the host's drift.
-  read -r pr lo hi < <(paste -d' ' "$DIR/ta" "$DIR/tw" | awk '{printf "%.6f\n", $1 / $2}' | median_ci)
-  ci="$pr [$lo-$hi]"
-  [ "$lo" = - ] && ci=$pr
+  paired "$DIR/ta" "$DIR/tw"
   printf '%-8s %12s %12s %8s %18s %14s %10s %16s %10s\n' "$N" "$a" "$w" "$(awk -v a="$a" -v w="$w" 'BEGIN {printf "%.2f", a/w}')" \
     "$ci" "$al" "$(awk -v a="$al" -v w="$w" 'BEGIN {printf "%.2f", a/w}')" "$(median <"$DIR/taj")" \
     "$(awk -v a="$amin" -v w="$wmin" 'BEGIN {printf "%.2f", a/w}')"
@@ -405,13 +414,9 @@ for N in 250 1000; do
   wg_conf "$DIR/p$N" "$DIR/dpriv" 51821 >"$DIR/dw$N.conf"
   : >"$DIR/tdn"
   : >"$DIR/twn"
-  for ((r = 0; r < RUNS; r++)); do
-    if ((r % 2)); then run_dwg "$N"; run_dput "$N"; else run_dput "$N"; run_dwg "$N"; fi
-  done
+  alternate run_dput run_dwg "$N"
   d=$(median <"$DIR/tdn")
   w=$(median <"$DIR/twn")
-  read -r pr lo hi < <(paste -d' ' "$DIR/tdn" "$DIR/twn" | awk '{printf "%.6f\n", $1 / $2}' | median_ci)
-  ci="$pr [$lo-$hi]"
-  [ "$lo" = - ] && ci=$pr
+  paired "$DIR/tdn" "$DIR/twn"
   printf '  %-8s %12s %12s %8s %18s\n' "$N" "$d" "$w" "$(awk -v a="$d" -v w="$w" 'BEGIN {printf "%.2f", a/w}')" "$ci"
 done
