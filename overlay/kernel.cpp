@@ -91,6 +91,7 @@ int recv_dump(nl_sock* sk, uint32_t seq, std::vector<std::vector<uint8_t>>& part
     // A datagram larger than the buffer would be cut: ask its size first.
     ssize_t n = recv_once(MSG_PEEK | MSG_TRUNC);
     if (n < 0) return done(-nl_syserr2nlerr(errno));
+    if (n == 0) return done(-NLE_MSG_TRUNC);  // the kernel never sends an empty datagram
     if (static_cast<size_t>(n) > buf.size()) {
       secure_wipe(buf.data(), buf.size());
       buf = std::vector<uint8_t>(static_cast<size_t>(n));
