@@ -98,7 +98,7 @@ int recv_dump(nl_sock* sk, uint32_t seq, std::vector<std::vector<uint8_t>>& part
     }
     n = recv_once(0);
     if (n < 0) return done(-nl_syserr2nlerr(errno));
-    auto left = static_cast<unsigned>(n);
+    int left = static_cast<int>(n);  // signed: NLMSG_NEXT may step below zero, and NLMSG_OK then stops
     for (auto* h = reinterpret_cast<nlmsghdr*>(buf.data()); NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
       if (h->nlmsg_pid != port || h->nlmsg_seq != seq) continue;  // not an answer to this request
       if (h->nlmsg_flags & NLM_F_DUMP_INTR) torn = true;
