@@ -305,6 +305,7 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
     log->info("{}: generated a private key (kept only in the interface), public key {}", ifname,
               key_to_base64(*pub));
   want.listen_port = m.listen_port;
+  want.peers.reserve(m.peers.size());
   for (const auto& dp : m.peers) {
     Peer p;
     p.public_key = dp.public_key;
@@ -313,7 +314,8 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
     p.persistent_keepalive = dp.persistent_keepalive;
     want.peers.push_back(std::move(p));
   }
-  Device change = diff(*cur, want);
+  // Nothing below reads want's peers: their allowed IPs move into the change.
+  Device change = diff(*cur, std::move(want));
   if (cur->private_key) wipe(*cur->private_key);  // want holds the key from here on
   wipe(*want.private_key);
   int added = 0, removed = 0, updated = 0;

@@ -137,6 +137,9 @@ struct Device {
 // update_only plus exactly the fields that differ (replace_allowed_ips only
 // when the set of allowed IPs differs). Unchanged peers are not in the set.
 Device diff(const Device& current, const Device& desired);
+// The same, moving desired's allowed-IP lists into the change (desired's
+// peers are left without them).
+Device diff(const Device& current, Device&& desired);
 // True when applying `change` would touch nothing.
 bool is_noop(const Device& change);
 // Pure: `current` with `change` applied, as WireGuard applies a set request

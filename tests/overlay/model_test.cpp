@@ -235,3 +235,42 @@ TEST_CASE("merge(current, diff(current, desired)) holds the desired peers", "[di
   ch.peers = {ghost, rm};
   CHECK(merge(cur, ch).peers.size() == 3);
 }
+
+TEST_CASE("diff of a desired device given up equals diff of a kept one, and takes only its allowed IPs",
+          "[diff]") {
+  Device cur =
+      dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"}),
+           peer(4, "192.0.2.4:51820", {"10.42.0.5/32"}, 25), peer(5, "192.0.2.5:51820", {"10.42.0.6/32"})});
+  Device want = dev({peer(1, "192.0.2.9:51820", {"10.42.0.2/32"}),
+                     peer(3, "[2001:db8::3]:51820", {"10.42.0.4/32", "fd00::4/128"}),
+                     peer(4, "192.0.2.4:51820", {"10.42.0.5/32"}, 25),
+                     peer(5, "192.0.2.5:51820", {"10.42.0.6/32", "10.42.1.0/24"}),
+                     peer(6, "192.0.2.6:51820", {"10.42.0.7/32"}, 15)});
+  want.listen_port = 4000;
+  want.private_key = key(99);
+  const Device kept = want;
+  Device by_copy = diff(cur, kept);
+  Device by_move = diff(cur, std::move(want));
+  auto text = [](const Peer& p) {
+    std::string t = key_to_base64(p.public_key) + (p.endpoint ? " " + p.endpoint->str() : "") +
+                    " ka=" + (p.persistent_keepalive ? std::to_string(*p.persistent_keepalive) : "-") +
+                    " rm=" + std::to_string(p.remove) + " up=" + std::to_string(p.update_only) +
+                    " repl=" + std::to_string(p.replace_allowed_ips);
+    for (const auto& n : p.allowed_ips) t += " " + n.str();
+    return t;
+  };
+  CHECK(by_move.listen_port == by_copy.listen_port);
+  CHECK(by_move.private_key == by_copy.private_key);
+  REQUIRE(by_move.peers.size() == by_copy.peers.size());
+  REQUIRE(by_copy.peers.size() == 5);  // 1 endpoint, 3 new, 5 allowed IPs, 6 new, 2 removed
+  for (size_t i = 0; i < by_copy.peers.size(); ++i) CHECK(text(by_move.peers[i]) == text(by_copy.peers[i]));
+  // The given-up device keeps its keys and key order; only the allowed IPs
+  // that went into the change are gone (peer 3's and 5's and 6's).
+  REQUIRE(want.peers.size() == kept.peers.size());
+  for (size_t i = 0; i < want.peers.size(); ++i) CHECK(want.peers[i].public_key == kept.peers[i].public_key);
+  CHECK(want.private_key == key(99));
+  CHECK(want.peers[0].allowed_ips.size() == 1);  // unchanged peer 1: its list was only compared
+  CHECK(want.peers[1].allowed_ips.empty());
+  CHECK(want.peers[3].allowed_ips.empty());
+  CHECK(want.peers[4].allowed_ips.empty());
+}
