@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <arpa/inet.h>
 #include <sys/socket.h>
+
 #include <catch2/catch.hpp>
+#include <cstring>
+#include <string>
+#include <vector>
 
 #include "overlay/overlay.hpp"
 
@@ -52,6 +57,46 @@ TEST_CASE("prefixes and endpoints parse, print and reject", "[model]") {
   CHECK_FALSE(Endpoint::parse("fd00::1:7").ok());
   CHECK_FALSE(Endpoint::parse("example.com:51820").ok());
   CHECK_FALSE(Endpoint::parse("[192.0.2.1]:5").ok());
+}
+
+TEST_CASE("IPv4 addresses parse exactly as inet_pton reads them", "[model]") {
+  // Every string of 1-5 dot-separated parts from these, against glibc.
+  const std::vector<std::string> parts = {"",    "0",   "00",  "01",  "7",    "10",   "99",
+                                          "100", "255", "256", "999", "1000", "0255", "1a"};
+  size_t tried = 0, accepted = 0;
+  std::string first_mismatch;
+  std::vector<size_t> idx;
+  for (size_t n = 1; n <= 5; ++n) {
+    idx.assign(n, 0);
+    for (;;) {
+      std::string c;
+      for (size_t i = 0; i < n; ++i) c += (i ? "." : "") + parts[idx[i]];
+      uint8_t ref[4];
+      bool ok = inet_pton(AF_INET, c.c_str(), ref) == 1;
+      auto got = IpPrefix::parse(c);
+      ++tried;
+      accepted += ok;
+      bool same =
+          got.ok() == ok &&
+          (!ok || (got->family == AF_INET && got->len == 32 && std::memcmp(got->addr.data(), ref, 4) == 0));
+      if (!same && first_mismatch.empty()) first_mismatch = "'" + c + "'";
+      size_t i = 0;
+      while (i < n && ++idx[i] == parts.size()) idx[i++] = 0;
+      if (i == n) break;
+    }
+  }
+  INFO("first mismatch: " << first_mismatch);
+  CHECK(first_mismatch.empty());
+  CHECK(tried == 14 + 14 * 14 + 14 * 14 * 14 + 14 * 14 * 14 * 14 + 14 * 14 * 14 * 14 * 14);
+  CHECK(accepted == 6 * 6 * 6 * 6);  // four parts, each 0, 7, 10, 99, 100 or 255
+  // Around the edges, and a NUL inside (JSON's \u0000), which a C string
+  // would end at.
+  for (const char* bad : {"1.2.3.4.", ".1.2.3.4", "1..2.3", " 1.2.3.4", "1.2.3.4 ", "+1.2.3.4", "1.2.3.-4"})
+    CHECK_FALSE(IpPrefix::parse(bad).ok());
+  CHECK_FALSE(IpPrefix::parse(std::string_view("10.42.0.2\0junk", 14)).ok());
+  CHECK_FALSE(IpPrefix::parse(std::string_view("fd00::1\0junk", 12)).ok());
+  CHECK(IpPrefix::parse("0.0.0.0").ok());
+  CHECK(IpPrefix::parse("255.255.255.255/32")->str() == "255.255.255.255/32");
 }
 
 TEST_CASE("network() and contains() agree with bit-by-bit masking at every prefix length", "[model]") {
