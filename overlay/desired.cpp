@@ -81,8 +81,24 @@ struct Raw {
         return "null";
       case Integer:
         return uns ? std::to_string(u) : std::to_string(i);
-      default:
-        return std::string(s);
+      default: {
+        // Control characters (JSON's \u0000, a newline) are echoed escaped:
+        // written raw they would cut or garble the message that quotes them.
+        static constexpr char kHex[] = "0123456789abcdef";
+        std::string out;
+        out.reserve(s.size());
+        for (char ch : s) {
+          auto c = static_cast<unsigned char>(ch);
+          if (c >= 0x20 && c != 0x7f) {
+            out += ch;
+          } else {
+            out += "\\u00";
+            out += kHex[c >> 4];
+            out += kHex[c & 15];
+          }
+        }
+        return out;
+      }
     }
   }
 };

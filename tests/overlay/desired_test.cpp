@@ -55,6 +55,28 @@ TEST_CASE("a valid document parses with defaults", "[desired]") {
   CHECK(to_json(*again.mesh) == to_json(m));
 }
 
+TEST_CASE("an address with a NUL or a newline inside is refused, and echoed escaped", "[desired]") {
+  // JSON's \u0000 ends a C string: "10.42.0.2\u0000junk" once read as 10.42.0.2.
+  json d = good();
+  d["peers"][0]["allowed_ips"][0] = std::string("10.42.0.2\0junk", 14);
+  auto e = only_error(d);
+  CHECK(e.field == "peers[0].allowed_ips[0]");
+  CHECK(e.value == "10.42.0.2\\u0000junk");
+  CHECK(e.str() ==
+        "peers[0].allowed_ips[0]: `10.42.0.2\\u0000junk': expected a prefix inside the overlay 10.42.0.0/24, "
+        "e.g. "
+        "10.42.0.2/32");
+  d = good();
+  d["peers"][1]["endpoint"] = "[2001:db8::1\n]:51820";
+  e = only_error(d);
+  CHECK(e.value == "[2001:db8::1\\u000a]:51820");
+  // The same through the JSON text reader.
+  auto r = parse_desired_json(
+      good().dump().replace(good().dump().find("10.42.0.2/32"), 12, "10.42.0.2\\u0000/32"));
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].value == "10.42.0.2\\u0000/32");
+}
+
 TEST_CASE("errors name the field, echo the value and say what is accepted", "[desired]") {
   json d = good();
   d["peers"][1]["endpoint"] = "192.0.2.10";
