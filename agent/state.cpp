@@ -32,8 +32,6 @@ Result<PersistedState> parse_state(const std::string& text) {
   return s;
 }
 
-std::string dump_state(const PersistedState& s) { return dump_state(s.mesh, s.pods); }
-
 std::string dump_state(const nlohmann::json& mesh, const nlohmann::json& pods) {
   nlohmann::json doc = {{"version", kStateVersion}, {"mesh", mesh}, {"pods", pods}};
   return doc.dump(2) + "\n";

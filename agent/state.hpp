@@ -36,7 +36,6 @@ Status save_state(const std::string& state_dir, const nlohmann::json& mesh, cons
 
 // Parses a state document; Error names what is wrong (pure, unit-tested).
 Result<PersistedState> parse_state(const std::string& text);
-std::string dump_state(const PersistedState& s);
 std::string dump_state(const nlohmann::json& mesh, const nlohmann::json& pods);
 
 }  // namespace fa::agent
