@@ -12,6 +12,7 @@
 #include <memory>
 #include <string_view>
 
+#include "overlay/desired_raw.hpp"
 #include "overlay/internal.hpp"
 #include "overlay/overlay.hpp"
 
@@ -24,7 +25,18 @@ std::string ValidationError::str() const {
   return field + ": `" + value + "': " + message;
 }
 
+bool detail::valid_ifname(std::string_view s) {
+  // Linux dev_valid_name(): 1-15 bytes, not "." or "..", no '/', ':' or
+  // whitespace.
+  if (s.empty() || s.size() > 15 || s == "." || s == "..") return false;
+  for (unsigned char c : s)
+    if (c == '/' || c == ':' || c <= ' ' || c >= 0x7f) return false;
+  return true;
+}
+
 namespace {
+
+using namespace detail;
 
 std::string show_value(const json& v) {
   if (v.is_string()) return v.get<std::string>();
@@ -33,103 +45,7 @@ std::string show_value(const json& v) {
   return s;
 }
 
-// Copies of the strings the SAX path reads (the lexer reuses its buffer),
-// and of echoes, in blocks that never move: one allocation per 16 KiB
-// instead of one per key and endpoint longer than 15 characters.
-class TextStore {
- public:
-  std::string_view keep(std::string_view s) {
-    if (s.size() > left_) {
-      left_ = std::max<size_t>(s.size(), 16 * 1024);
-      blocks_.emplace_back(new char[left_]);
-      next_ = blocks_.back().get();
-    }
-    char* p = next_;
-    std::memcpy(p, s.data(), s.size());
-    next_ += s.size();
-    left_ -= s.size();
-    return {p, s.size()};
-  }
-
- private:
-  std::vector<std::unique_ptr<char[]>> blocks_;
-  char* next_ = nullptr;
-  size_t left_ = 0;
-};
-
-// The document as the validator reads it, whichever parser produced it: for
-// each field, whether and how it was written. Scalars keep their value;
-// anything else (a mapping, a list, a boolean, a fraction where a scalar
-// belongs) only its echo for the error message.
-struct Raw {
-  enum Kind : uint8_t { Absent, Null, String, Integer, List, Other };  // List: RawList only
-  Kind kind = Absent;
-  bool uns = false;  // an integer written without a sign (nlohmann's number_unsigned)
-  uint64_t u = 0;
-  int64_t i = 0;
-  // String: the value; Other: its echo. A view into the parsed document
-  // (which outlives validation) or into the RawMesh's TextStore.
-  std::string_view s;
-  static Raw of(Kind k) {
-    Raw r;
-    r.kind = k;
-    return r;
-  }
-  std::string echo() const {
-    switch (kind) {
-      case Null:
-        return "null";
-      case Integer:
-        return uns ? std::to_string(u) : std::to_string(i);
-      default: {
-        // Control characters (JSON's \u0000, a newline) are echoed escaped:
-        // written raw they would cut or garble the message that quotes them.
-        static constexpr char kHex[] = "0123456789abcdef";
-        std::string out;
-        out.reserve(s.size());
-        for (char ch : s) {
-          auto c = static_cast<unsigned char>(ch);
-          if (c >= 0x20 && c != 0x7f) {
-            out += ch;
-          } else {
-            out += "\\u00";
-            out += kHex[c >> 4];
-            out += kHex[c & 15];
-          }
-        }
-        return out;
-      }
-    }
-  }
-};
-// A list field (peers, allowed_ips): absent, null, a list, or something
-// else (its echo in `other`).
-template <class T>
-struct RawList {
-  Raw::Kind kind = Raw::Absent;  // Absent, Null, List or Other
-  std::string other;
-  std::vector<T> items;
-  bool is_list() const { return kind == Raw::List; }
-};
-using Unknown = std::vector<std::pair<std::string, std::string>>;  // key, echo
-struct RawPeer {
-  std::optional<std::string> not_mapping;  // echo, when the entry is not a mapping
-  Unknown unknown;
-  Raw public_key, endpoint, persistent_keepalive;
-  RawList<Raw> allowed_ips;
-};
-struct RawMesh {
-  std::optional<std::string> not_mapping;
-  Unknown unknown;
-  Raw cluster_id, interface, address, listen_port, private_key_file, mtu, netns;
-  RawList<RawPeer> peers;
-  TextStore store;
-};
-
-const std::initializer_list<const char*> kTopKeys = {
-    "cluster_id", "interface", "address", "listen_port", "private_key_file", "mtu", "netns", "peers"};
-const std::initializer_list<const char*> kPeerKeys = {"public_key", "endpoint", "allowed_ips",
-                                                      "persistent_keepalive"};
+// RawMesh, what the validator reads, and TextStore: overlay/desired_raw.hpp.
 
 // ------------------------------------------------ from a parsed document ---
 
@@ -216,184 +132,6 @@ RawMesh raw_from_dom(const json& doc) {
   return m;
 }
 
-// --------------------------------------------- straight from JSON text ---
-// nlohmann's SAX interface fills RawMesh without building a document (for
-// 250 peers the document's allocations and lookups cost about as much as
-// the parse itself). It takes the usual shape only: the mapping of known
-// keys, scalars where scalars belong, a list of peer mappings. Anything
-// else (a syntax error, an unknown or repeated key, a mapping, list,
-// boolean or fraction where a scalar belongs) stops it, and the caller
-// parses the text into a document instead, which yields the same RawMesh
-// for every document this one accepts and the exact messages for the rest.
-bool valid_ifname(std::string_view s);
-
-class RawSax {
- public:
-  using OnInterface = std::function<void(const std::string&)>;
-  explicit RawSax(RawMesh& m, const OnInterface* on_interface = nullptr)
-      : m_(m), on_interface_(on_interface) {}
-
-  bool null() { return scalar(Raw::of(Raw::Null)); }
-  bool boolean(bool) { return false; }
-  bool number_integer(json::number_integer_t v) {
-    Raw r = Raw::of(Raw::Integer);
-    r.i = v;
-    return scalar(std::move(r));
-  }
-  bool number_unsigned(json::number_unsigned_t v) {
-    Raw r = Raw::of(Raw::Integer);
-    r.uns = true;
-    r.u = v;
-    return scalar(std::move(r));
-  }
-  bool number_float(json::number_float_t, const json::string_t&) { return false; }
-  bool string(json::string_t& v) {
-    Raw r = Raw::of(Raw::String);
-    r.s = m_.store.keep(v);  // a copy: the lexer keeps its buffer (and its capacity) for the next token
-    return scalar(std::move(r));
-  }
-  bool binary(json::binary_t&) { return false; }
-  bool start_object(std::size_t) {
-    if (state_ == Start) {
-      state_ = Top;
-      return true;
-    }
-    if (state_ == Peers) {
-      m_.peers.items.emplace_back();
-      state_ = Peer;
-      seen_ &= ~0xffu;
-      return true;
-    }
-    return false;
-  }
-  bool end_object() {
-    if (state_ == Peer) {
-      state_ = Peers;
-      return true;
-    }
-    if (state_ == Top) {
-      state_ = Done;
-      return true;
-    }
-    return false;
-  }
-  bool start_array(std::size_t) {
-    if (state_ == Top && field_ == &peers_marker_) {
-      m_.peers.kind = Raw::List;
-      state_ = Peers;
-      field_ = nullptr;
-      return true;
-    }
-    if (state_ == Peer && list_ != nullptr) {
-      list_->kind = Raw::List;
-      state_ = Ips;
-      return true;
-    }
-    return false;
-  }
-  bool end_array() {
-    if (state_ == Peers) {
-      state_ = Top;
-      return true;
-    }
-    if (state_ == Ips) {
-      state_ = Peer;
-      list_ = nullptr;
-      return true;
-    }
-    return false;
-  }
-  bool key(json::string_t& k) {
-    field_ = nullptr;
-    list_ = nullptr;
-    if (state_ == Top) return top_key(k);
-    if (state_ == Peer) return peer_key(k);
-    return false;
-  }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) { return false; }
-
-  bool done() const { return state_ == Done; }
-
- private:
-  enum State { Start, Top, Peers, Peer, Ips, Done };
-
-  // A repeated key: the document keeps the last value; leave it to that path.
-  bool first_time(unsigned bit) {
-    if (seen_ & bit) return false;
-    seen_ |= bit;
-    return true;
-  }
-  bool top_key(const std::string& k) {
-    Raw* f[] = {&m_.cluster_id,       &m_.interface, &m_.address, &m_.listen_port,
-                &m_.private_key_file, &m_.mtu,       &m_.netns,   &peers_marker_};
-    unsigned i = 0;
-    for (std::string_view name : kTopKeys) {
-      if (std::string_view(k) == name) {
-        if (!first_time(1u << (8 + i))) return false;
-        field_ = f[i];
-        return true;
-      }
-      ++i;
-    }
-    return false;
-  }
-  bool peer_key(const std::string& k) {
-    RawPeer& p = m_.peers.items.back();
-    const struct {
-      std::string_view name;
-      Raw* field;
-      RawList<Raw>* list;
-    } keys[] = {{"public_key", &p.public_key, nullptr},
-                {"endpoint", &p.endpoint, nullptr},
-                {"persistent_keepalive", &p.persistent_keepalive, nullptr},
-                {"allowed_ips", nullptr, &p.allowed_ips}};
-    for (unsigned i = 0; i < 4; ++i) {
-      if (std::string_view(k) != keys[i].name) continue;
-      field_ = keys[i].field;
-      list_ = keys[i].list;
-      return first_time(1u << i);
-    }
-    return false;
-  }
-  bool scalar(Raw&& r) {
-    if (state_ == Ips) {
-      list_->items.push_back(std::move(r));
-      return true;
-    }
-    if (state_ != Top && state_ != Peer) return false;
-    if (field_ == &peers_marker_) {  // peers: null
-      if (r.kind != Raw::Null) return false;
-      m_.peers.kind = Raw::Null;
-      field_ = nullptr;
-      return true;
-    }
-    if (list_ != nullptr) {  // allowed_ips: null
-      if (r.kind != Raw::Null) return false;
-      list_->kind = Raw::Null;
-      list_->other = "null";
-      list_ = nullptr;
-      return true;
-    }
-    if (field_ == nullptr) return false;
-    *field_ = std::move(r);
-    // The interface is known: the caller may start reading it (a name that
-    // would not pass validation is never handed out).
-    if (field_ == &m_.interface && on_interface_ && *on_interface_ && m_.interface.kind == Raw::String &&
-        valid_ifname(m_.interface.s))
-      (*on_interface_)(std::string(m_.interface.s));
-    field_ = nullptr;
-    return true;
-  }
-
-  RawMesh& m_;
-  const OnInterface* on_interface_;
-  State state_ = Start;
-  Raw* field_ = nullptr;     // the scalar field whose value comes next
-  RawList<Raw>* list_ = nullptr;  // allowed_ips, whose list comes next
-  Raw peers_marker_;         // field_ == &peers_marker_: the value of "peers" comes next
-  unsigned seen_ = 0;        // keys seen: top level in bits 8-15, the current peer in bits 0-3
-};
-
 // ------------------------------------------------------------ validation ---
 
 // A field path built only when it is reported: a 1000-peer file that is
@@ -457,15 +195,6 @@ class Checker {
     return n;
   }
 };
-
-bool valid_ifname(std::string_view s) {
-  // Linux dev_valid_name(): 1-15 bytes, not "." or "..", no '/', ':' or
-  // whitespace.
-  if (s.empty() || s.size() > 15 || s == "." || s == "..") return false;
-  for (unsigned char c : s)
-    if (c == '/' || c == ':' || c <= ' ' || c >= 0x7f) return false;
-  return true;
-}
 
 bool valid_name(std::string_view s, size_t max) {
   if (s.empty() || s.size() > max) return false;
@@ -723,8 +452,7 @@ std::optional<ParseResult> parse_desired_json_sax(std::string_view text, const P
   RawMesh raw;
   // A peer takes at least 64 characters of JSON: no regrowth of the list.
   raw.peers.items.reserve(text.size() / 64);
-  RawSax sax(raw, &opt.on_interface);
-  if (!json::sax_parse(text.begin(), text.end(), &sax) || !sax.done()) return std::nullopt;
+  if (!read_json_sax(text, raw, &opt.on_interface)) return std::nullopt;
   return validate(raw, opt);
 }
 
