@@ -122,20 +122,41 @@ int recv_dump(nl_sock* sk, uint32_t seq, std::vector<std::vector<uint8_t>>& part
   }
 }
 
+constexpr uint32_t kDumpSeq = 0x46410000;  // "FA"
+
 class KernelBackend : public WgBackend {
  public:
   Backend kind() const override { return Backend::Kernel; }
 
   Result<Device> get_device(const std::string& ifname) override {
-    auto g = connect_genl();
+    auto g = genl();
     if (!g) return g.take_error();
+    auto d = read_device(*g, ifname);
+    if (!d) genl_.reset();
+    return d;
+  }
+
+  Status set_device(const Device& change) override {
+    auto g = genl();
+    if (!g) return g.take_error();
+    auto s = write_device(*g, change);
+    if (!s) genl_.reset();
+    return s;
+  }
+
+ private:
+  Result<Device> read_device(Genl* g, const std::string& ifname) {
     // A dump interrupted by a concurrent change (NLM_F_DUMP_INTR, which libnl
     // reports as NLE_DUMP_INTR) is inconsistent: we retry it whole rather
     // than diff against a torn view, a few times before giving up.
     for (int attempt = 0; attempt < 5; ++attempt) {
       Msg req(nlmsg_alloc());
       if (!req) return Error{"out of memory", ENOMEM};
-      if (!genlmsg_put(req.get(), NL_AUTO_PORT, NL_AUTO_SEQ, g->family, 0, NLM_F_REQUEST | NLM_F_DUMP,
+      // A sequence number outside libnl's count: libnl expects the answers
+      // to the requests it numbers in order (the change's acks, on this same
+      // socket), and this answer is read by recv_dump, not by libnl.
+      const uint32_t seq = kDumpSeq + static_cast<uint32_t>(attempt);
+      if (!genlmsg_put(req.get(), NL_AUTO_PORT, seq, g->family, 0, NLM_F_REQUEST | NLM_F_DUMP,
                        WG_CMD_GET_DEVICE, WG_GENL_VERSION) ||
           nla_put_string(req.get(), WGDEVICE_A_IFNAME, ifname.c_str()) < 0)
         return Error{"building WG_CMD_GET_DEVICE failed"};
@@ -145,7 +166,7 @@ class KernelBackend : public WgBackend {
       };
       if (int e = nl_send_auto(g->sock.get(), req.get()); e < 0)
         return nl_error(ifname + ": send GET_DEVICE", e);
-      int e = recv_dump(g->sock.get(), nlmsg_hdr(req.get())->nlmsg_seq, parts);
+      int e = recv_dump(g->sock.get(), seq, parts);
       if (e < 0) wipe_parts();
       if (e == -NLE_DUMP_INTR) continue;
       if (e < 0) return nl_error(ifname + ": WG_CMD_GET_DEVICE", e);
@@ -157,9 +178,7 @@ class KernelBackend : public WgBackend {
     return Error{ifname + ": WG_CMD_GET_DEVICE dump interrupted 5 times in a row", EAGAIN};
   }
 
-  Status set_device(const Device& change) override {
-    auto g = connect_genl();
-    if (!g) return g.take_error();
+  Status write_device(Genl* g, const Device& change) {
     // One page per message, as wireguard-tools does: the kernel's receive
     // path handles any size, but a page keeps each request bounded.
     size_t max = std::min<size_t>(static_cast<size_t>(::getpagesize()), 8192);
@@ -177,6 +196,19 @@ class KernelBackend : public WgBackend {
     }
     return {};
   }
+
+  // One socket and one family lookup serve the whole apply (the read, then
+  // the change); a failed exchange may leave answers unread on it, so an
+  // error drops it and the next call starts afresh.
+  Result<Genl*> genl() {
+    if (!genl_) {
+      auto g = connect_genl();
+      if (!g) return g.take_error();
+      genl_ = std::move(*g);
+    }
+    return &*genl_;
+  }
+  std::optional<Genl> genl_;
 };
 
 }  // namespace
