@@ -77,6 +77,15 @@ std::vector<std::vector<uint8_t>> genl_build_set(const Device& change, uint16_t 
 // across messages (same public key as the previous message's last peer) is
 // merged. Every attribute is type- and length-checked.
 Result<Device> genl_parse_device(const std::vector<std::vector<uint8_t>>& msgs);
+// Reads the answer to the dump request `seq` sent from netlink port `port`
+// on the datagram socket `fd`, copying each of its messages into `parts`
+// (messages for another port or sequence are skipped) until NLMSG_DONE.
+// Returns 0, or a negative libnl error code: the request's NLMSG_ERROR, an
+// error in NLMSG_DONE's payload, -NLE_DUMP_INTR when a message was flagged
+// NLM_F_DUMP_INTR (the dump was torn by a concurrent change: read it again),
+// -NLE_MSG_TRUNC for an empty datagram or a cut error message. The receive
+// buffer (32 KiB, more for a larger datagram) is wiped before it returns.
+int genl_recv_dump(int fd, uint32_t port, uint32_t seq, std::vector<std::vector<uint8_t>>& parts);
 
 // ------------------------------------------------------ backend seam ---
 // As wireguard-tools' ipc.h: get and set, one implementation per transport;

@@ -66,15 +66,12 @@ Result<Genl> connect_genl() {
   return g;
 }
 
-// Reads the answer to the dump request `seq` just sent on `sk`, copying each
-// message of the dump into `parts`. Not nl_recvmsgs: the answer carries the
-// private key, and libnl reads into a buffer of its own that it frees
-// unwiped; this buffer is ours and wiped (so are `parts`, by the caller).
-// Returns 0, or a negative libnl error code (-NLE_DUMP_INTR when the kernel
-// flagged the dump as torn by a concurrent change).
-int recv_dump(nl_sock* sk, uint32_t seq, std::vector<std::vector<uint8_t>>& parts) {
-  const int fd = nl_socket_get_fd(sk);
-  const uint32_t port = nl_socket_get_local_port(sk);
+}  // namespace
+
+// Not nl_recvmsgs: the answer carries the private key, and libnl reads into
+// a buffer of its own that it frees unwiped; this buffer is ours and wiped
+// (so are `parts`, by the caller).
+int genl_recv_dump(int fd, uint32_t port, uint32_t seq, std::vector<std::vector<uint8_t>>& parts) {
   std::vector<uint8_t> buf(32 * 1024);
   auto done = [&](int rc) {
     secure_wipe(buf.data(), buf.size());
@@ -120,6 +117,12 @@ int recv_dump(nl_sock* sk, uint32_t seq, std::vector<std::vector<uint8_t>>& part
       parts.emplace_back(b, b + h->nlmsg_len);
     }
   }
+}
+
+namespace {
+
+int recv_dump(nl_sock* sk, uint32_t seq, std::vector<std::vector<uint8_t>>& parts) {
+  return genl_recv_dump(nl_socket_get_fd(sk), nl_socket_get_local_port(sk), seq, parts);
 }
 
 constexpr uint32_t kDumpSeq = 0x46410000;  // "FA"
