@@ -13,12 +13,13 @@ W=$LAB_OUT
 agent() { fabric-agent "$@"; }
 # mesh_doc NODE_IF ADDR PORT PEERS_JSON -> desired state JSON
 mesh_doc() { printf '{"cluster_id":"lab","interface":"%s","address":"%s","listen_port":%s,"peers":%s}\n' "$@"; }
-apply_on() {  # apply_on NODE FILE [ARGS...] -> --json output in $W/last.json
+LAST=$W/last.json
+apply_on() {  # apply_on NODE FILE [ARGS...] -> --json output in $LAST
   local n=$1 f=$2
   shift 2
-  on "$n" fabric-agent mesh apply --json --file "$f" "$@" > "$W/last.json"
+  on "$n" fabric-agent mesh apply --json --file "$f" "$@" > "$LAST"
 }
-jl() { jq -r "$1" "$W/last.json"; }
+jl() { jq -r "$1" "$LAST"; }
 
 step "underlay: nodes a and b on a veth pair"
 node_add a
@@ -97,15 +98,19 @@ assert_eq "$(on a wg show wg0 latest-handshakes)" "$hs0" "wg0 session untouched 
 # Kernel numbers for bench/mesh (emulated CPU: only the ratio means much):
 # 1000 peers onto an up interface with none, agent vs `wg setconf` (its
 # config holds the private key: guest /tmp, never the host-kept $LAB_OUT).
-mesh_doc wgbig 10.64.0.1/10 51999 '[]' > "$W/big0.json"
-apply_on a "$W/big0.json" --overlay-cidr 10.64.0.0/10
+# Every input and output of the timed commands on the guest's tmpfs, for
+# both tools: $LAB_OUT is the 9p share, a round trip to QEMU per access.
+mesh_doc wgbig 10.64.0.1/10 51999 '[]' > /tmp/big0.json
+cp "$W/big.json" /tmp/big.json
+LAST=/tmp/last.json
+apply_on a /tmp/big0.json --overlay-cidr 10.64.0.0/10
 on a wg showconf wgbig | sed -n '1,/^$/p' | grep -v '^$' > /tmp/w0.conf
 { cat /tmp/w0.conf; jq -r '.peers[] | "\n[Peer]\nPublicKey = \(.public_key)\nEndpoint = \(.endpoint)\nAllowedIPs = \(.allowed_ips | join(","))"' "$W/big.json"; } > /tmp/w1000.conf
 : > "$W/times"
 for r in 1 2 3; do
-  apply_on a "$W/big0.json" --overlay-cidr 10.64.0.0/10
+  apply_on a /tmp/big0.json --overlay-cidr 10.64.0.0/10
   t0=$EPOCHREALTIME
-  apply_on a "$W/big.json" --overlay-cidr 10.64.0.0/10
+  apply_on a /tmp/big.json --overlay-cidr 10.64.0.0/10
   t1=$EPOCHREALTIME
   lib=$(jl .changes.elapsed_us)
   on a wg setconf wgbig /tmp/w0.conf
@@ -121,6 +126,7 @@ ratio=$(awk '{ a[NR] = ($2 - $1) * 1000; w[NR] = ($4 - $3) * 1000; l[NR] = $5 / 
 note "1000 peers, kernel backend, median of 3: $ratio"
 echo "$ratio" > "$LAB_OUT/mesh-ratio.txt"
 on a fabric-agent mesh down --interface wgbig
+LAST=$W/last.json
 
 step "endpoint change touches one peer"
 node_add c
