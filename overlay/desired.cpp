@@ -456,9 +456,83 @@ std::optional<ParseResult> parse_desired_json_sax(std::string_view text, const P
   return validate(raw, opt);
 }
 
+namespace {
+
+// Where in a JSON text nlohmann stopped with an error: the field path of the
+// value it was reading ("peers[3].persistent_keepalive") and the token.
+class WhereSax {
+ public:
+  bool null() { return value(); }
+  bool boolean(bool) { return value(); }
+  bool number_integer(json::number_integer_t) { return value(); }
+  bool number_unsigned(json::number_unsigned_t) { return value(); }
+  bool number_float(json::number_float_t, const json::string_t&) { return value(); }
+  bool string(json::string_t&) { return value(); }
+  bool binary(json::binary_t&) { return value(); }
+  bool start_object(std::size_t) { return open(false); }
+  bool start_array(std::size_t) { return open(true); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool key(json::string_t& k) {
+    frames_.back().key = k;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string& last, const nlohmann::detail::exception& e) {
+    id = e.id;
+    token = last;
+    for (const auto& f : frames_) {
+      if (f.array)
+        field += "[" + std::to_string(f.index) + "]";
+      else
+        field += (field.empty() ? "" : ".") + f.key;
+    }
+    return false;
+  }
+
+  int id = 0;
+  std::string field, token;
+
+ private:
+  struct Frame {
+    bool array;
+    size_t index = 0;  // array: the element being read
+    std::string key;   // object: the key whose value is being read
+  };
+  bool open(bool array) {
+    frames_.push_back({array, 0, {}});
+    return true;
+  }
+  bool close() {
+    frames_.pop_back();
+    return value();
+  }
+  bool value() {
+    if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
+    return true;
+  }
+  std::vector<Frame> frames_;
+};
+
+}  // namespace
+
 ParseResult parse_desired_json(std::string_view text, const ParseOptions& opt) {
   if (auto r = parse_desired_json_sax(text, opt)) return std::move(*r);
-  return parse_desired(json::parse(text), opt);  // throws json::parse_error on a syntax error
+  try {
+    return parse_desired(json::parse(text), opt);  // throws json::parse_error on a syntax error
+  } catch (const json::out_of_range&) {
+    // nlohmann reads a number as a 64-bit integer or a double, and one that
+    // fits neither (1e999) stops it (its error 406). That is bad input in a
+    // field like any other: say which, with the number as written.
+    WhereSax where;
+    json::sax_parse(text, &where);
+    if (where.id != 406) throw;
+    ParseResult r;
+    r.errors.push_back(
+        {where.field, where.token,
+         "number out of range: JSON numbers are read as 64-bit integers or doubles, and this one "
+         "fits neither"});
+    return r;
+  }
 }
 
 namespace {

@@ -201,7 +201,9 @@ ParseResult parse_desired(const nlohmann::json& doc, const ParseOptions& opt = {
 // The same for JSON text, without building a document when the text has the
 // usual shape (see RawSax in desired.cpp); results are those of
 // parse_desired(json::parse(text)). Throws nlohmann::json::parse_error on a
-// syntax error, as json::parse does.
+// syntax error, as json::parse does; a number no double can hold (1e999),
+// which json::parse refuses with out_of_range, is reported as an error of
+// its field instead.
 ParseResult parse_desired_json(std::string_view text, const ParseOptions& opt = {});
 ParseResult parse_desired_yaml(std::string_view text, const ParseOptions& opt = {});
 

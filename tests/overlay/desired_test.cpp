@@ -255,6 +255,48 @@ TEST_CASE("JSON text is read without a document when it has the usual shape, wit
   }
 }
 
+TEST_CASE("a number no double can hold is an error of its field, not an exception", "[desired]") {
+  // json::parse refuses such a number with out_of_range (not parse_error):
+  // mesh apply used to let it escape, exit 1 with no field named.
+  const std::string a = kA, b = kB;
+  const std::string head = R"({"cluster_id": "c-1", "interface": "wg0", "address": "10.42.0.1/24", )";
+  auto peer = [](const std::string& key, const std::string& rest) {
+    return R"({"public_key": ")" + key + R"(", "endpoint": "192.0.2.10:51820", )" + rest + "}";
+  };
+  const std::string p0 = peer(a, R"("allowed_ips": ["10.42.0.2/32"])");
+  const struct {
+    std::string text, field, value;
+  } cases[] = {
+      {head + R"("listen_port": 5e820, "peers": []})", "listen_port", "5e820"},
+      {head + R"("peers": [)" + p0 + "," +
+           peer(b, R"("allowed_ips": ["10.42.0.3/32"], "persistent_keepalive": -1e400)") + "]}",
+       "peers[1].persistent_keepalive", "-1e400"},
+      {head + R"("peers": [)" + peer(a, R"("allowed_ips": ["10.42.0.2/32", 1E999])") + "]}",
+       "peers[0].allowed_ips[1]", "1E999"},
+      // After a key the SAX reader leaves to the document, and inside one.
+      {head + R"("colour": "blue", "mtu": 9e9999, "peers": []})", "mtu", "9e9999"},
+      {head + R"("x": {"y": [1, 2e999]}, "peers": []})", "x.y[1]", "2e999"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.text);
+    CHECK_THROWS_AS(json::parse(c.text), json::out_of_range);
+    ParseResult r;
+    REQUIRE_NOTHROW(r = parse_desired_json(c.text));
+    REQUIRE(r.errors.size() == 1);
+    CHECK(r.errors[0].field == c.field);
+    CHECK(r.errors[0].value == c.value);
+    CHECK(r.errors[0].str() ==
+          c.field + ": `" + c.value +
+              "': number out of range: JSON numbers are read as 64-bit integers or doubles, "
+              "and this one fits neither");
+  }
+  // A large integer that a double still holds is only out of the field's range.
+  auto big = parse_desired_json(head + R"("listen_port": 1e300, "peers": []})");
+  REQUIRE(big.errors.size() == 1);
+  CHECK(big.errors[0].field == "listen_port");
+  CHECK(big.errors[0].message.find("number out of range") == std::string::npos);
+}
+
 TEST_CASE("duplicate keys and allowed IPs are found among thousands, naming the first holder", "[desired]") {
   // 40 peers with 100 allowed IPs each: the duplicate tables outgrow their
   // first size several times; the repeats come last.
