@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "agent/rdma_service.hpp"
+#include "common/json.hpp"
 
 namespace fa::agent {
 
@@ -96,9 +97,14 @@ std::variant<json, Response> json_body(const Request& req, bool empty_ok) {
     return Api::error(415, "unsupported_media_type",
                       "Content-Type '" + std::string(ct) + "' is not accepted; accepted: application/json", "Content-Type",
                       req.version(), req.keep_alive());
-  json doc = json::parse(req.body(), nullptr, false);
+  bool too_deep = false;
+  json doc = fa::parse_json(req.body(), &too_deep);
   if (doc.is_discarded())
-    return Api::error(400, "malformed_json", "the request body is not valid JSON", "", req.version(), req.keep_alive());
+    return Api::error(400, "malformed_json",
+                      too_deep ? "the request body nests arrays and objects deeper than " +
+                                     std::to_string(fa::kJsonMaxDepth) + " levels"
+                               : std::string("the request body is not valid JSON"),
+                      "", req.version(), req.keep_alive());
   return doc;
 }
 

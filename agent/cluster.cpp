@@ -20,6 +20,7 @@
 #include "agent/cli.hpp"
 #include "agent/client.hpp"
 #include "common/cli.hpp"
+#include "common/json.hpp"
 #include "common/random.hpp"
 
 namespace fa::agent {
@@ -98,7 +99,7 @@ Result<std::vector<std::string>> assign_addresses(const std::string& cidr, size_
 std::string host_of(const std::string& prefix) { return prefix.substr(0, prefix.find('/')); }
 
 std::string error_message(const HttpReply& r) {
-  json d = json::parse(r.body, nullptr, false);
+  json d = fa::parse_json(r.body);
   if (d.is_object() && d.contains("error") && d["error"].is_object()) {
     std::string m = d["error"].value("message", "");
     if (d["error"].contains("field") && d["error"]["field"].is_string()) m += " (field " + d["error"]["field"].get<std::string>() + ")";
@@ -191,7 +192,7 @@ int cmd_cluster(const std::vector<std::string>& argv_in) {
     }
     Node n;
     n.url = *u;
-    n.status = json::parse(r->body, nullptr, false);
+    n.status = fa::parse_json(r->body);
     if (!n.status.is_object()) {
       std::fprintf(stderr, "fabric-agent cluster form: %s: status is not a JSON object\n", u->base.c_str());
       return 1;
@@ -289,7 +290,7 @@ int cmd_cluster(const std::vector<std::string>& argv_in) {
         missing.push_back(n.url.base + ": GET /v1/mesh failed" + (r ? ": " + error_message(*r) : ": " + r.error().message));
         continue;
       }
-      json d = json::parse(r->body, nullptr, false);
+      json d = fa::parse_json(r->body);
       json live = d.is_object() && d.contains("live") ? d["live"] : json(nullptr);
       std::map<std::string, long long> hs;
       if (live.is_object())

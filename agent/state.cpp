@@ -6,6 +6,7 @@
 #include <ctime>
 
 #include "common/fs.hpp"
+#include "common/json.hpp"
 
 namespace fa::agent {
 
@@ -15,7 +16,7 @@ std::string state_path(const std::string& dir) { return dir + "/state.json"; }
 }  // namespace
 
 Result<PersistedState> parse_state(const std::string& text) {
-  nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json doc = fa::parse_json(text);
   if (doc.is_discarded()) return Error{"not valid JSON"};
   if (!doc.is_object()) return Error{"top level is not an object"};
   if (!doc.contains("version") || !doc["version"].is_number_integer() || doc["version"].get<int>() != kStateVersion)

@@ -9,6 +9,7 @@
 #include "agent/client.hpp"
 #include "common/cli.hpp"
 #include "common/config.hpp"
+#include "common/json.hpp"
 
 namespace fa::agent {
 
@@ -119,7 +120,7 @@ int cmd_status(const std::vector<std::string>& argv) {
                  r.error().message.c_str());
     return 1;
   }
-  json doc = json::parse(r->body, nullptr, false);
+  json doc = fa::parse_json(r->body);
   if (r->status != 200) {
     std::string msg = doc.is_object() && doc.contains("error") ? doc["error"].value("message", r->body) : r->body;
     std::fprintf(stderr, "fabric-agent status: %s answered %d: %s\n", url->base.c_str(), r->status, msg.c_str());

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string_view>
 
+#include "common/json.hpp"
 #include "overlay/desired_raw.hpp"
 #include "overlay/internal.hpp"
 #include "overlay/overlay.hpp"
@@ -445,6 +446,14 @@ ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
 }  // namespace
 
 ParseResult parse_desired(const json& doc, const ParseOptions& opt) {
+  // A value that deep would be echoed (dumped) one stack frame per level.
+  if (json_depth(doc) > kJsonMaxDepth) {
+    ParseResult r;
+    r.errors.push_back({"", "",
+                        "the document nests arrays and objects deeper than " + std::to_string(kJsonMaxDepth) +
+                            " levels (a desired state has 4)"});
+    return r;
+  }
   return validate(raw_from_dom(doc), opt);
 }
 

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "common/fs.hpp"
+#include "common/json.hpp"
 #include "pods/pods.hpp"
 
 namespace fa::pods {
@@ -18,7 +19,7 @@ using nlohmann::json;
 namespace {
 
 Result<json> parse_json_object(std::string_view text, const char* what) {
-  json j = json::parse(text.begin(), text.end(), nullptr, false);
+  json j = fa::parse_json(text);
   if (j.is_discarded()) return Error{std::string(what) + ": not valid JSON", EINVAL};
   if (!j.is_object()) return Error{std::string(what) + ": expected a JSON object, got " + j.type_name(), EINVAL};
   return j;

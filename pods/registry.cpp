@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "common/fs.hpp"
+#include "common/json.hpp"
 #include "pods/pods.hpp"
 
 namespace fa::pods {
@@ -74,7 +75,7 @@ Result<PodRegistry> PodRegistry::load(std::string path) {
     if (text.error().sys_errno == ENOENT) return reg;
     return text.take_error();
   }
-  json doc = json::parse(*text, nullptr, false);
+  json doc = fa::parse_json(*text);
   if (doc.is_discarded() || !doc.is_object() || !doc.contains("pods") || !doc["pods"].is_array())
     return Error{reg.path_ + ": not a pod registry (expected {\"pods\": [...]})", EINVAL};
   for (size_t i = 0; i < doc["pods"].size(); ++i) {

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "common/fs.hpp"
+#include "common/json.hpp"
 #include "common/log.hpp"
 #include "pods/pods.hpp"
 
@@ -129,7 +130,7 @@ void PodSocketServer::loop() {
     if (!msg) {
       reply = {{"ok", false}, {"error", {{"code", "bad_request"}, {"message", "request: " + msg.error().message}}}};
     } else {
-      json req = json::parse(*msg, nullptr, false);
+      json req = fa::parse_json(*msg);
       if (req.is_discarded())
         reply = {{"ok", false}, {"error", {{"code", "bad_request"}, {"message", "request: not valid JSON"}}}};
       else {
@@ -156,7 +157,7 @@ Result<json> pod_request(const std::string& socket_path, const json& req, std::c
   ::shutdown(s.get(), SHUT_WR);
   auto msg = read_message(s.get(), std::chrono::steady_clock::now() + timeout);
   if (!msg) return Error{"no reply from the daemon at " + socket_path + ": " + msg.error().message, msg.error().sys_errno};
-  json reply = json::parse(*msg, nullptr, false);
+  json reply = fa::parse_json(*msg);
   if (reply.is_discarded() || !reply.is_object() || !reply.contains("ok"))
     return Error{"the daemon at " + socket_path + " sent a malformed reply", EPROTO};
   return reply;

@@ -242,6 +242,28 @@ TEST_CASE("generation moves only when the status changes", "[api]") {
   CHECK(woken == 1);
 }
 
+TEST_CASE("a body nested deeper than 64 levels is refused before anything reads it", "[api]") {
+  // 150000 levels under "peers" (~0.6 MB, under the 1 MiB body limit): the
+  // validator echoes a misplaced value with dump(), which recursed once per
+  // level and overflowed the stack (the daemon died) before bodies were
+  // bounded in depth.
+  Fixture f;
+  std::string deep = R"({"cluster_id":"c-1","peers":{"a":)";
+  for (int i = 0; i < 150000; ++i) deep += "[";
+  for (int i = 0; i < 150000; ++i) deep += "]";
+  deep += "}}";
+  Response r = f.respond(f.req(http::verb::put, "/v1/mesh", deep));
+  CHECK(r.result_int() == 400);
+  CHECK(error_of(r)["code"] == "malformed_json");
+  CHECK(error_of(r)["message"] == "the request body nests arrays and objects deeper than 64 levels");
+  CHECK(*f.mesh->applies == 0);
+  // Shallow enough, the same misplaced value is an ordinary 422.
+  Response shallow =
+      f.respond(f.req(http::verb::put, "/v1/mesh", R"({"cluster_id":"c-1","peers":{"a":[[[]]]}})"));
+  CHECK(shallow.result_int() == 422);
+  CHECK(error_of(shallow)["field"] == "peers");
+}
+
 TEST_CASE("mesh: 415, 400, 422 with field, 200, idempotent, 409, delete", "[api]") {
   Fixture f;
   auto put = [&](const std::string& body) { return f.req(http::verb::put, "/v1/mesh", body); };

@@ -297,6 +297,25 @@ TEST_CASE("a number no double can hold is an error of its field, not an exceptio
   CHECK(big.errors[0].message.find("number out of range") == std::string::npos);
 }
 
+TEST_CASE("a document nested deeper than 64 levels is an error, not a stack overflow", "[desired]") {
+  // mesh apply --file: the text path hands an unusual shape to the document
+  // path, whose echo of a misplaced value (dump()) recursed once per level.
+  std::string deep = R"({"cluster_id":)";
+  for (int i = 0; i < 200000; ++i) deep += "[";
+  for (int i = 0; i < 200000; ++i) deep += "]";
+  deep += "}";
+  ParseResult r;
+  REQUIRE_NOTHROW(r = parse_desired_json(deep));
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].str() ==
+        "the document nests arrays and objects deeper than 64 levels (a desired state has 4)");
+  // At the limit it is an ordinary type error of its field.
+  std::string at = R"({"cluster_id":)" + std::string(63, '[') + std::string(63, ']') + "}";
+  auto t = parse_desired_json(at);
+  REQUIRE_FALSE(t.ok());
+  CHECK(t.errors[0].field == "cluster_id");
+}
+
 TEST_CASE("duplicate keys and allowed IPs are found among thousands, naming the first holder", "[desired]") {
   // 40 peers with 100 allowed IPs each: the duplicate tables outgrow their
   // first size several times; the repeats come last.
