@@ -145,6 +145,20 @@ f1=$(fds)
 [ "$f1" = "$f0" ] || fail "the refused PUT left $((f1 - f0)) connection(s) open in wireguard-go ($f0 -> $f1 fds)"
 echo "409 conflict; wireguard-go fds $f0 -> $f1"
 
+# A body nested 150000 levels deep (~0.6 MB): refused whole, and the daemon
+# lives on (until session 7 it died with SIGSEGV echoing the value).
+say "a PUT nested 150000 levels deep is refused (400); the daemon still answers"
+python3 -c 'import sys; n = 150000; sys.stdout.write("{\"cluster_id\":\"c\",\"peers\":{\"a\":" + "[" * n + "]" * n + "}}")' \
+  > "$WORK/deep.json"
+code=$(ip netns exec "$HUB" curl -s -o "$WORK/deep.out" -w '%{http_code}' -X PUT \
+  -H "Authorization: Bearer $(cat "$WORK/token")" -H 'Content-Type: application/json' \
+  --data-binary @"$WORK/deep.json" "http://${IP[a]}:7471/v1/mesh" || true)  # 000 if it died
+[ "$code" = 400 ] || fail "the deep PUT answered $code: $(head -c 300 "$WORK/deep.out")"
+grep -q 'deeper than 64 levels' "$WORK/deep.out" || fail "the deep PUT's answer does not say why: $(cat "$WORK/deep.out")"
+code=$(ip netns exec "$HUB" curl -s -o /dev/null -w '%{http_code}' "http://${IP[a]}:7471/healthz" || true)
+[ "$code" = 200 ] || fail "agent a no longer answers after the deep PUT (healthz $code)"
+echo "deep body: 400, healthz still 200"
+
 if [ "$DEMO" = 1 ]; then
   say "fabric-agent status (agent a)"
   ip netns exec "${NS[a]}" "$BIN" status --config "$WORK/a/agent.yaml"
