@@ -46,6 +46,26 @@ Response from_result(const ApiResult& r, const Request& req) {
   return res;
 }
 
+// Where a body stopped being JSON, for the 400: its byte offset, or that it
+// holds a number no double can hold. Read again only on this error path,
+// and nothing of the body is echoed (it may carry anything).
+std::string why_not_json(const std::string& body) {
+  try {
+    [[maybe_unused]] json parsed = json::parse(body);
+  } catch (const json::parse_error& e) {
+    // nlohmann counts bytes from 1, and the end of the input as one more.
+    if (e.byte > body.size())
+      return "the request body is not valid JSON (it ends after " + std::to_string(body.size()) +
+             " bytes, in the middle of a value)";
+    return "the request body is not valid JSON (at byte " + std::to_string(e.byte) + " of " +
+           std::to_string(body.size()) + ")";
+  } catch (const json::out_of_range&) {
+    return "the request body holds a number no double can hold";
+  } catch (const json::exception&) {
+  }
+  return "the request body is not valid JSON";
+}
+
 // Weak comparison (RFC 9110 8.8.3.2): W/"x" matches "x"; "*" matches anything.
 bool etag_matches(std::string_view header, std::string_view etag) {
   auto strip = [](std::string_view t) {
@@ -103,7 +123,7 @@ std::variant<json, Response> json_body(const Request& req, bool empty_ok) {
     return Api::error(400, "malformed_json",
                       too_deep ? "the request body nests arrays and objects deeper than " +
                                      std::to_string(fa::kJsonMaxDepth) + " levels"
-                               : std::string("the request body is not valid JSON"),
+                               : why_not_json(req.body()),
                       "", req.version(), req.keep_alive());
   return doc;
 }

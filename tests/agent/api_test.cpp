@@ -277,6 +277,13 @@ TEST_CASE("mesh: 415, 400, 422 with field, 200, idempotent, 409, delete", "[api]
   Response r400 = f.respond(put("{\"cluster_id\": "));
   CHECK(r400.result_int() == 400);
   CHECK(error_of(r400)["code"] == "malformed_json");
+  CHECK(error_of(r400)["message"] ==
+        "the request body is not valid JSON (it ends after 15 bytes, in the middle of a value)");
+  Response junk = f.respond(put(R"({"cluster_id": x})"));
+  CHECK(error_of(junk)["message"] == "the request body is not valid JSON (at byte 16 of 17)");
+  Response huge = f.respond(put(R"({"cluster_id":"c-1","listen_port":5e820})"));
+  CHECK(huge.result_int() == 400);
+  CHECK(error_of(huge)["message"] == "the request body holds a number no double can hold");
 
   Response r422 = f.respond(put("{\"peers\": 3}"));
   CHECK(r422.result_int() == 422);
