@@ -4,7 +4,7 @@
 //
 // nlohmann's parser and destructor need no stack per level, but copying,
 // comparing and dumping a document recurse once per level of nesting: a
-// 400 KB body of 200000 nested arrays overflowed the stack of the daemon
+// 300 KB body of 150000 nested arrays overflowed the stack of the daemon
 // the first time a value of it was echoed in an error message. Documents
 // this project reads nest 4 levels; deeper than kJsonMaxDepth is refused
 // like a syntax error.

@@ -121,10 +121,6 @@ int genl_recv_dump(int fd, uint32_t port, uint32_t seq, std::vector<std::vector<
 
 namespace {
 
-int recv_dump(nl_sock* sk, uint32_t seq, std::vector<std::vector<uint8_t>>& parts) {
-  return genl_recv_dump(nl_socket_get_fd(sk), nl_socket_get_local_port(sk), seq, parts);
-}
-
 constexpr uint32_t kDumpSeq = 0x46410000;  // "FA"
 
 class KernelBackend : public WgBackend {
@@ -157,7 +153,7 @@ class KernelBackend : public WgBackend {
       if (!req) return Error{"out of memory", ENOMEM};
       // A sequence number outside libnl's count: libnl expects the answers
       // to the requests it numbers in order (the change's acks, on this same
-      // socket), and this answer is read by recv_dump, not by libnl.
+      // socket), and this answer is read by genl_recv_dump, not by libnl.
       const uint32_t seq = kDumpSeq + static_cast<uint32_t>(attempt);
       if (!genlmsg_put(req.get(), NL_AUTO_PORT, seq, g->family, 0, NLM_F_REQUEST | NLM_F_DUMP,
                        WG_CMD_GET_DEVICE, WG_GENL_VERSION) ||
@@ -169,7 +165,8 @@ class KernelBackend : public WgBackend {
       };
       if (int e = nl_send_auto(g->sock.get(), req.get()); e < 0)
         return nl_error(ifname + ": send GET_DEVICE", e);
-      int e = recv_dump(g->sock.get(), seq, parts);
+      int e = genl_recv_dump(nl_socket_get_fd(g->sock.get()), nl_socket_get_local_port(g->sock.get()), seq,
+                             parts);
       if (e < 0) wipe_parts();
       if (e == -NLE_DUMP_INTR) continue;
       if (e < 0) return nl_error(ifname + ": WG_CMD_GET_DEVICE", e);

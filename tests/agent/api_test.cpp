@@ -243,7 +243,7 @@ TEST_CASE("generation moves only when the status changes", "[api]") {
 }
 
 TEST_CASE("a body nested deeper than 64 levels is refused before anything reads it", "[api]") {
-  // 150000 levels under "peers" (~0.6 MB, under the 1 MiB body limit): the
+  // 150000 levels under "peers" (~0.3 MB, under the 1 MiB body limit): the
   // validator echoes a misplaced value with dump(), which recursed once per
   // level and overflowed the stack (the daemon died) before bodies were
   // bounded in depth.

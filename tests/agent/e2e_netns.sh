@@ -145,7 +145,7 @@ f1=$(fds)
 [ "$f1" = "$f0" ] || fail "the refused PUT left $((f1 - f0)) connection(s) open in wireguard-go ($f0 -> $f1 fds)"
 echo "409 conflict; wireguard-go fds $f0 -> $f1"
 
-# A body nested 150000 levels deep (~0.6 MB): refused whole, and the daemon
+# A body nested 150000 levels deep (~0.3 MB): refused whole, and the daemon
 # lives on (until session 7 it died with SIGSEGV echoing the value).
 say "a PUT nested 150000 levels deep is refused (400); the daemon still answers"
 python3 -c 'import sys; n = 150000; sys.stdout.write("{\"cluster_id\":\"c\",\"peers\":{\"a\":" + "[" * n + "]" * n + "}}")' \

@@ -48,7 +48,7 @@ TEST_CASE("parse_json refuses documents nested deeper than the limit, and only t
   CHECK(over.is_discarded());
   CHECK(deep);
 
-  // 200000 levels (~0.7 MB of text): nlohmann's parser and destructor take it,
+  // 200000 levels (~0.8 MB of text): nlohmann's parser and destructor take it,
   // a dump or a copy of it would overflow the stack; parse_json hands back
   // a discarded value that is safe to copy and dump.
   auto huge = parse_json(nested(200000), &deep);
