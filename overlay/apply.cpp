@@ -154,11 +154,12 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
   // Find the interface: already in the target namespace, or here.
   std::optional<LinkInfo> found;
   bool in_target = false;
-  // (Its addresses are read later, while the backend applies the change.)
+  // (A kernel link's addresses are read with it, on the same socket; those
+  // of a wireguard-go link later, while wireguard-go applies the change.)
   if (ns) {
     auto g = NetnsGuard::enter(ns->get());
     if (!g) return g.take_error();
-    auto li = rtnl_get_link(ifname, false);
+    auto li = rtnl_get_link(ifname, LinkAddrs::No);
     if (!li) return li.take_error();
     if (*li) {
       found = **li;
@@ -166,7 +167,7 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
     }
   }
   if (!found) {
-    auto li = rtnl_get_link(ifname, false);
+    auto li = rtnl_get_link(ifname, ns ? LinkAddrs::No : LinkAddrs::IfKernelWireguard);
     if (!li) return li.take_error();
     found = *li;
   }
@@ -242,7 +243,7 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
   if (found && !created && !moved && !ns) {
     link = *found;
   } else {
-    auto li = rtnl_get_link(ifname, false);
+    auto li = rtnl_get_link(ifname, LinkAddrs::IfKernelWireguard);
     if (!li) return li.take_error();
     if (!*li) return Error{ifname + " vanished while being configured", ENODEV};
     link = **li;
@@ -327,9 +328,9 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
     if (!s) return Error{ifname + ": configure device: " + s.error().message, s.error().sys_errno};
   }
   // The link's addresses, for the report and the address check below: read
-  // while the backend works (wireguard-go takes ~20 ms for 250 new peers);
-  // a failure is reported once the backend has answered.
-  Status addrs = rtnl_read_addrs(link);
+  // while wireguard-go works (~20 ms for 250 new peers), a failure reported
+  // once it has answered; a kernel link's came with the link.
+  Status addrs = link.addrs_read ? Status{} : rtnl_read_addrs(link);
   // The log line too (its code runs for the first time in a `mesh apply`
   // process: ~0.2 ms of page faults here, like the answer's below).
   std::string applied;

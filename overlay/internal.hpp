@@ -141,11 +141,17 @@ struct LinkInfo {
   uint32_t mtu = 0;
   bool up = false;
   std::vector<IpPrefix> addrs;  // IPv4 and IPv6 addresses on the link
+  bool addrs_read = false;      // addrs holds what the kernel said
 };
 
-// Absent link -> ok with nullopt. Without `with_addrs`, li.addrs stays
-// empty (one netlink round trip instead of two); rtnl_read_addrs fills it.
-Result<std::optional<LinkInfo>> rtnl_get_link(const std::string& ifname, bool with_addrs = true);
+// Whether rtnl_get_link also reads the link's addresses, on the same socket.
+// IfKernelWireguard: only for a kernel `wireguard` link, whose change does
+// not leave the process waiting for another one (wireguard-go's) during
+// which the addresses could be read instead.
+enum class LinkAddrs { No, Yes, IfKernelWireguard };
+// Absent link -> ok with nullopt. Without addresses, li.addrs stays empty
+// (one netlink round trip instead of two); rtnl_read_addrs fills it.
+Result<std::optional<LinkInfo>> rtnl_get_link(const std::string& ifname, LinkAddrs addrs = LinkAddrs::Yes);
 Status rtnl_read_addrs(LinkInfo& li);
 // Creates a `wireguard` link. errno EOPNOTSUPP means the kernel has no module.
 Status rtnl_add_wireguard(const std::string& ifname);

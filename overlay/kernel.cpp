@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <memory>
 
 #include "common/secure.hpp"
 #include "overlay/internal.hpp"
@@ -58,6 +59,12 @@ Result<Genl> connect_genl() {
   g.sock.reset(nl_socket_alloc());
   if (!g.sock) return Error{"nl_socket_alloc failed", ENOMEM};
   if (int e = genl_connect(g.sock.get()); e < 0) return nl_error("connect NETLINK_GENERIC", e);
+  // What libnl reads on this socket (the family, the change's acks) is small
+  // (an error ack echoes a request of at most a page): one recv each into a
+  // 32 KiB buffer, instead of libnl's default of peeking at every datagram's
+  // size first (two system calls per answer).
+  nl_socket_set_msg_buf_size(g.sock.get(), 32 * 1024);
+  nl_socket_disable_msg_peek(g.sock.get());
   // Extended ACKs: the kernel then says which attribute it refused.
   int one = 1;
   ::setsockopt(nl_socket_get_fd(g.sock.get()), SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof one);
@@ -70,33 +77,30 @@ Result<Genl> connect_genl() {
 
 // Not nl_recvmsgs: the answer carries the private key, and libnl reads into
 // a buffer of its own that it frees unwiped; this buffer is ours and wiped
-// (so are `parts`, by the caller).
+// (so are `parts`, by the caller). One recv per datagram, into a buffer
+// twice the largest one the kernel builds for a dump (netlink_dump() sizes
+// them by the reader's past receives, at most 32 KiB); a larger datagram is
+// refused whole (MSG_TRUNC gives its real size), never read cut.
 int genl_recv_dump(int fd, uint32_t port, uint32_t seq, std::vector<std::vector<uint8_t>>& parts) {
-  std::vector<uint8_t> buf(32 * 1024);
+  constexpr size_t kCap = 64 * 1024;
+  // Not zeroed: only what a recv wrote is read, and only that is wiped.
+  std::unique_ptr<uint8_t[]> buf(new uint8_t[kCap]);
+  size_t used = 0;  // the most any recv wrote
   auto done = [&](int rc) {
-    secure_wipe(buf.data(), buf.size());
+    secure_wipe(buf.get(), used);
     return rc;
-  };
-  auto recv_once = [&](int flags) {
-    ssize_t n;
-    do n = ::recv(fd, buf.data(), buf.size(), flags);
-    while (n < 0 && errno == EINTR);
-    return n;
   };
   bool torn = false;
   for (;;) {
-    // A datagram larger than the buffer would be cut: ask its size first.
-    ssize_t n = recv_once(MSG_PEEK | MSG_TRUNC);
+    ssize_t n;
+    do n = ::recv(fd, buf.get(), kCap, MSG_TRUNC);
+    while (n < 0 && errno == EINTR);
     if (n < 0) return done(-nl_syserr2nlerr(errno));
+    used = std::max(used, std::min(static_cast<size_t>(n), kCap));
     if (n == 0) return done(-NLE_MSG_TRUNC);  // the kernel never sends an empty datagram
-    if (static_cast<size_t>(n) > buf.size()) {
-      secure_wipe(buf.data(), buf.size());
-      buf = std::vector<uint8_t>(static_cast<size_t>(n));
-    }
-    n = recv_once(0);
-    if (n < 0) return done(-nl_syserr2nlerr(errno));
+    if (static_cast<size_t>(n) > kCap) return done(-NLE_MSG_TRUNC);
     int left = static_cast<int>(n);  // signed: NLMSG_NEXT may step below zero, and NLMSG_OK then stops
-    for (auto* h = reinterpret_cast<nlmsghdr*>(buf.data()); NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
+    for (auto* h = reinterpret_cast<nlmsghdr*>(buf.get()); NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
       if (h->nlmsg_pid != port || h->nlmsg_seq != seq) continue;  // not an answer to this request
       if (h->nlmsg_flags & NLM_F_DUMP_INTR) torn = true;
       if (h->nlmsg_type == NLMSG_ERROR) {

@@ -3,7 +3,10 @@
 // namespace, delete) and its addresses. Used by both backends; the wireguard
 // configuration proper goes through genl (kernel) or UAPI (userspace).
 #include <fcntl.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <net/if.h>
+#include <netlink/msg.h>
 #include <netlink/netlink.h>
 #include <netlink/route/addr.h>
 #include <netlink/route/link.h>
@@ -30,14 +33,10 @@ struct AddrFree {
 struct NlAddrFree {
   void operator()(nl_addr* a) const { nl_addr_put(a); }
 };
-struct CacheFree {
-  void operator()(nl_cache* c) const { nl_cache_free(c); }
-};
 using Sock = std::unique_ptr<nl_sock, SockFree>;
 using Link = std::unique_ptr<rtnl_link, LinkFree>;
 using Addr = std::unique_ptr<rtnl_addr, AddrFree>;
 using NlAddr = std::unique_ptr<nl_addr, NlAddrFree>;
-using Cache = std::unique_ptr<nl_cache, CacheFree>;
 
 // libnl returns -NLE_*; turn the ones callers decide on back into errno.
 int nlerr_to_errno(int nlerr) {
@@ -108,32 +107,57 @@ Status addr_op(int ifindex, const IpPrefix& a, bool add) {
   return {};
 }
 
-// The link's own addresses (a dump of all, filtered by ifindex).
+void add_addr(nl_object* o, void* arg) {
+  auto& li = *static_cast<LinkInfo*>(arg);
+  auto* a = reinterpret_cast<rtnl_addr*>(o);
+  if (rtnl_addr_get_ifindex(a) != li.ifindex) return;
+  nl_addr* local = rtnl_addr_get_local(a);
+  if (!local) return;
+  IpPrefix p;
+  p.family = nl_addr_get_family(local);
+  unsigned len = nl_addr_get_len(local);
+  if ((p.family != AF_INET || len != 4) && (p.family != AF_INET6 || len != 16)) return;
+  auto* bin = static_cast<const uint8_t*>(nl_addr_get_binary_addr(local));
+  std::copy(bin, bin + len, p.addr.begin());
+  p.len = static_cast<uint8_t>(rtnl_addr_get_prefixlen(a));
+  li.addrs.push_back(p);
+}
+
+int parse_addr(nl_msg* m, void* arg) {
+  // Parsed into an rtnl_addr by libnl-route; an answer it cannot parse is
+  // not one of ours (rtnl_addr_alloc_cache skips those the same way).
+  nl_msg_parse(m, add_addr, arg);
+  return NL_OK;
+}
+
+// The link's own addresses. The dump request names the link and the
+// socket asks for strict checking, so the kernel (4.20 and later) sends
+// only this link's addresses rather than every address of the host (a
+// GPU host with a veth per container has hundreds); an older kernel
+// ignores the filter and sends all of them, which are filtered here.
 Status read_addrs(nl_sock* s, LinkInfo& li) {
-  nl_cache* c = nullptr;
-  if (int e = rtnl_addr_alloc_cache(s, &c); e < 0) return nl_error("dump addresses", e);
-  Cache cache(c);
+  int one = 1;
+  ::setsockopt(nl_socket_get_fd(s), SOL_NETLINK, NETLINK_GET_STRICT_CHK, &one, sizeof one);
+  ifaddrmsg ifa{};
+  ifa.ifa_family = AF_UNSPEC;
+  ifa.ifa_index = static_cast<uint32_t>(li.ifindex);
+  std::unique_ptr<nl_msg, decltype(&nlmsg_free)> req(nlmsg_alloc_simple(RTM_GETADDR, NLM_F_DUMP),
+                                                     &nlmsg_free);
+  if (!req || nlmsg_append(req.get(), &ifa, sizeof ifa, NLMSG_ALIGNTO) < 0)
+    return Error{"out of memory", ENOMEM};
   li.addrs.clear();
-  for (nl_object* o = nl_cache_get_first(c); o; o = nl_cache_get_next(o)) {
-    auto* a = reinterpret_cast<rtnl_addr*>(o);
-    if (rtnl_addr_get_ifindex(a) != li.ifindex) continue;
-    nl_addr* local = rtnl_addr_get_local(a);
-    if (!local) continue;
-    IpPrefix p;
-    p.family = nl_addr_get_family(local);
-    unsigned len = nl_addr_get_len(local);
-    if ((p.family != AF_INET || len != 4) && (p.family != AF_INET6 || len != 16)) continue;
-    auto* bin = static_cast<const uint8_t*>(nl_addr_get_binary_addr(local));
-    std::copy(bin, bin + len, p.addr.begin());
-    p.len = static_cast<uint8_t>(rtnl_addr_get_prefixlen(a));
-    li.addrs.push_back(p);
-  }
+  if (int e = nl_send_auto(s, req.get()); e < 0) return nl_error("dump addresses", e);
+  std::unique_ptr<nl_cb, decltype(&nl_cb_put)> cb(nl_cb_clone(nl_socket_get_cb(s)), &nl_cb_put);
+  if (!cb) return Error{"out of memory", ENOMEM};
+  nl_cb_set(cb.get(), NL_CB_VALID, NL_CB_CUSTOM, parse_addr, &li);
+  if (int e = nl_recvmsgs(s, cb.get()); e < 0) return nl_error("dump addresses", e);
+  li.addrs_read = true;
   return {};
 }
 
 }  // namespace
 
-Result<std::optional<LinkInfo>> rtnl_get_link(const std::string& ifname, bool with_addrs) {
+Result<std::optional<LinkInfo>> rtnl_get_link(const std::string& ifname, LinkAddrs addrs) {
   auto s = route_socket();
   if (!s) return s.take_error();
   auto l = get_link(s->get(), ifname);
@@ -146,7 +170,7 @@ Result<std::optional<LinkInfo>> rtnl_get_link(const std::string& ifname, bool wi
   if (const char* t = rtnl_link_get_type(l->get())) li.kind = t;
   li.mtu = rtnl_link_get_mtu(l->get());
   li.up = (rtnl_link_get_flags(l->get()) & IFF_UP) != 0;
-  if (with_addrs)
+  if (addrs == LinkAddrs::Yes || (addrs == LinkAddrs::IfKernelWireguard && li.kind == "wireguard"))
     if (Status st = read_addrs(s->get(), li); !st) return st.take_error();
   return std::optional<LinkInfo>(li);
 }

@@ -147,7 +147,7 @@ TEST_CASE("genl dump reader: a dump flagged as torn is read to its end and repor
   CHECK(p.marker_next());  // the next attempt starts on a clean socket
 }
 
-TEST_CASE("genl dump reader: a datagram larger than the buffer arrives whole", "[genl]") {
+TEST_CASE("genl dump reader: a datagram above the kernel's 32 KiB dump size arrives whole", "[genl]") {
   Pair p;
   Bytes big(40000);
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 7);
@@ -159,6 +159,15 @@ TEST_CASE("genl dump reader: a datagram larger than the buffer arrives whole", "
   REQUIRE(parts.size() == 2);
   CHECK(parts[0] == unpadded(m));
   CHECK(parts[1] == unpadded(part(9)));
+}
+
+TEST_CASE("genl dump reader: a datagram beyond its buffer is refused, not read cut", "[genl]") {
+  Pair p;
+  Bytes huge(70000, 0x5a);
+  p.send(datagram({message(0x20, NLM_F_MULTI, huge)}));
+  std::vector<Bytes> parts;
+  CHECK(genl_recv_dump(p.reader, kPort, kSeq, parts) == -NLE_MSG_TRUNC);
+  CHECK(parts.empty());
 }
 
 TEST_CASE("genl dump reader: an empty datagram or a cut error message is refused", "[genl]") {
