@@ -70,8 +70,8 @@ void WipedMsgFree::operator()(nl_msg* m) const {
   nlmsg_free(m);
 }
 
-std::vector<std::vector<uint8_t>> genl_build_set(const Device& ch, uint16_t family_id, size_t max_bytes) {
-  std::vector<std::vector<uint8_t>> out;
+std::vector<WipedMsg> genl_build_set(const Device& ch, uint16_t family_id, size_t max_bytes) {
+  std::vector<WipedMsg> out;
   size_t pi = 0;  // next peer to place
   size_t ii = 0;  // next allowed IP of peer pi (0: the peer's head is not sent yet)
   bool first = true;
@@ -134,9 +134,7 @@ std::vector<std::vector<uint8_t>> genl_build_set(const Device& ch, uint16_t fami
     // A message that carries no peer and no device setting means max_bytes
     // cannot hold even one peer: give up rather than loop.
     if (progress == 0 && !first) return {};
-    nlmsghdr* h = nlmsg_hdr(m);
-    auto* b = reinterpret_cast<const uint8_t*>(h);
-    out.emplace_back(b, b + h->nlmsg_len);
+    out.push_back(std::move(msg));
     first = false;
     if (pi >= ch.peers.size()) break;
   }

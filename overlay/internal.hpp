@@ -70,8 +70,9 @@ using WipedMsg = std::unique_ptr<struct nl_msg, WipedMsgFree>;
 // page). When a message fills, the half-built peer or allowed-IP nest is
 // cancelled and the next message resumes from that same peer; a resumed peer
 // never repeats REPLACE_ALLOWEDIPS, which would drop what came before.
-// Messages carry no nlmsg seq/pid: those are set when sent.
-std::vector<std::vector<uint8_t>> genl_build_set(const Device& change, uint16_t family_id, size_t max_bytes);
+// Messages carry no nlmsg seq/pid: those are set when sent. They are sent
+// as built (one copy of the private key, wiped when freed).
+std::vector<WipedMsg> genl_build_set(const Device& change, uint16_t family_id, size_t max_bytes);
 // Decodes SET_DEVICE requests or GET_DEVICE dump replies (raw netlink
 // messages, each starting with nlmsghdr) into one device. A peer continued
 // across messages (same public key as the previous message's last peer) is

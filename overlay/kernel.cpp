@@ -188,11 +188,7 @@ class KernelBackend : public WgBackend {
     size_t max = std::min<size_t>(static_cast<size_t>(::getpagesize()), 8192);
     auto msgs = genl_build_set(change, static_cast<uint16_t>(g->family), max);
     if (msgs.empty()) return Error{change.name + ": could not build WG_CMD_SET_DEVICE", EINVAL};
-    for (auto& raw : msgs) {
-      auto* h = reinterpret_cast<nlmsghdr*>(raw.data());
-      Msg m(nlmsg_convert(h));
-      secure_wipe(raw.data(), raw.size());
-      if (!m) return Error{"out of memory", ENOMEM};
+    for (auto& m : msgs) {
       if (int e = nl_send_auto(g->sock.get(), m.get()); e < 0)
         return nl_error(change.name + ": send SET_DEVICE", e);
       if (int e = nl_wait_for_ack(g->sock.get()); e < 0)
