@@ -123,8 +123,12 @@ class Core {
   bool mesh_available() const { return mesh_ != nullptr; }
 
  private:
-  nlohmann::json mesh_summary_locked(bool live, const std::string& live_error);
-  void publish_locked(nlohmann::json stable, nlohmann::json inspect);
+  // The status's mesh block for a desired mesh (persisted_.mesh, or one
+  // being applied).
+  nlohmann::json mesh_summary_locked(const nlohmann::json& desired, bool live, const std::string& live_error);
+  // The status text without its agent block (Snapshot::stable_body).
+  std::string stable_body_locked(const nlohmann::json& inspect, nlohmann::json mesh_summary);
+  void publish_locked(std::string stable_body, nlohmann::json inspect);
   std::optional<std::string> own_endpoint_locked(const nlohmann::json& inspect) const;
   std::string key_path() const;
   std::optional<std::string> mesh_netns_locked(const nlohmann::json& desired);

@@ -132,7 +132,9 @@ class OverlayMesh final : public MeshOps {
       v.canonical = overlay::to_json(*r.mesh);
       // PUT /v1/mesh applies what it just validated: keep the parsed form so
       // that apply() of the same document does not parse it a second time.
-      last_ = Validated{*v.canonical, std::move(*r.mesh), std::move(early)};
+      // The token says which document that is (no copy of it to compare).
+      v.token = ++tokens_;
+      last_ = Validated{v.token, std::move(*r.mesh), std::move(early)};
     }
     for (const auto& e : r.errors) v.errors.push_back({e.field, e.value, e.message});
     return v;
@@ -140,9 +142,11 @@ class OverlayMesh final : public MeshOps {
 
   void discard() override { last_.reset(); }
 
-  Result<nlohmann::json> apply(const nlohmann::json& canonical) override {
-    if (last_ && last_->canonical == canonical) {
-      overlay::ApplyOptions o = apply_opt_;
+  Result<nlohmann::json> apply(const nlohmann::json& canonical, uint64_t validated,
+                               const std::function<void()>& while_waiting) override {
+    overlay::ApplyOptions o = apply_opt_;
+    o.while_waiting = while_waiting;
+    if (last_ && validated != 0 && last_->token == validated) {
       o.early_get = &last_->early;
       auto out = overlay::apply(last_->mesh, o);
       last_.reset();
@@ -153,7 +157,7 @@ class OverlayMesh final : public MeshOps {
     po.overlay_cidr = cidr_;
     auto r = overlay::parse_desired(canonical, po);
     if (!r.ok()) return Error{"persisted mesh no longer valid: " + (r.errors.empty() ? std::string() : r.errors[0].str())};
-    return overlay::apply(*r.mesh, apply_opt_);
+    return overlay::apply(*r.mesh, o);
   }
 
   Result<nlohmann::json> show(const std::string& ifname, const std::optional<std::string>& netns) override {
@@ -198,11 +202,12 @@ class OverlayMesh final : public MeshOps {
 
  private:
   struct Validated {
-    nlohmann::json canonical;
+    uint64_t token;
     overlay::DesiredMesh mesh;
     overlay::EarlyGet early;  // may be empty
   };
   std::optional<Validated> last_;  // Core serialises validate() and apply()
+  uint64_t tokens_ = 0;
   std::string cidr_;
   overlay::ApplyOptions apply_opt_;
   uint32_t default_mtu_ = 1420;

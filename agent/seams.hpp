@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,6 +36,9 @@ struct MeshFieldError {
 struct MeshValidation {
   std::optional<nlohmann::json> canonical;  // set when valid
   std::vector<MeshFieldError> errors;
+  // Set when valid: names this validation, so that apply() of the very
+  // document in `canonical` reuses its parsed form (0: none).
+  uint64_t token = 0;
 };
 
 class MeshOps {
@@ -48,8 +52,13 @@ class MeshOps {
   // not going to be applied after all.
   virtual void discard() {}
   // Brings the live interface to the canonical desired document; returns
-  // the `mesh show --json` document.
-  virtual Result<nlohmann::json> apply(const nlohmann::json& canonical) = 0;
+  // the `mesh show --json` document. `validated`: the token of the
+  // validate() that returned exactly this document as `canonical`, which is
+  // then not parsed again (0: it is parsed). `while_waiting`, if set: the
+  // caller's work to run while the backend applies the change
+  // (overlay::ApplyOptions::while_waiting).
+  virtual Result<nlohmann::json> apply(const nlohmann::json& canonical, uint64_t validated,
+                                       const std::function<void()>& while_waiting) = 0;
   // Live view; Error when the interface is absent or unreadable.
   virtual Result<nlohmann::json> show(const std::string& ifname, const std::optional<std::string>& netns) = 0;
   // Removes the interface; absent is fine.

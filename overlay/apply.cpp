@@ -369,6 +369,7 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
                     {"device_changed", device_changed},
                     {"link_changed", false},
                     {"elapsed_us", 0}};
+  if (opt.while_waiting) opt.while_waiting();
   if (device_changed) {
     auto s = be->set_device_finish();
     if (!s) return Error{ifname + ": configure device: " + s.error().message, s.error().sys_errno};

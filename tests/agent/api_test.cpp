@@ -55,7 +55,10 @@ struct TestMesh : MeshOps {
     if (v.errors.empty()) v.canonical = doc;
     return v;
   }
-  fa::Result<json> apply(const json& m) override {
+  fa::Result<json> apply(const json& m, uint64_t, const std::function<void()>& while_waiting) override {
+    // As the overlay does: the caller's work runs once the change is sent,
+    // and the backend may still refuse it afterwards.
+    if (while_waiting) while_waiting();
     if (*fail_apply) return fa::Error{"wireguard-go went away"};
     if (++*in_flight > 1) ++*overlaps;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -323,7 +326,9 @@ TEST_CASE("mesh: 415, 400, 422 with field, 200, idempotent, 409, delete", "[api]
   auto kept = load_state(f.dir.path);
   REQUIRE(kept.ok());
   CHECK(kept->state.mesh == st->state.mesh);
+  // Nor is the status made for it while it ran published.
   CHECK(f.core->snapshot()->generation == g1);
+  CHECK(json::parse(f.respond(f.req(http::verb::get, "/v1/status")).body())["mesh"]["peers"].empty());
 
   Response conflict = f.respond(put(R"({"cluster_id":"c-2","peers":[]})"));
   CHECK(conflict.result_int() == 409);
@@ -332,6 +337,20 @@ TEST_CASE("mesh: 415, 400, 422 with field, 200, idempotent, 409, delete", "[api]
   json status = json::parse(f.respond(f.req(http::verb::get, "/v1/status")).body());
   CHECK(status["mesh"]["state"] == "up");
   CHECK(status["mesh"]["cluster_id"] == "c-1");
+
+  // The status published after an apply shows the mesh just applied (it is
+  // made while the apply runs, before the new mesh is the persisted one).
+  const std::string two =
+      R"({"cluster_id":"c-1","address":"10.42.0.1/24","peers":[)"
+      R"({"public_key":"p1","endpoint":"192.0.2.1:51820","allowed_ips":["10.42.0.2/32"]},)"
+      R"({"public_key":"p2","allowed_ips":["10.42.0.3/32"]}]})";
+  REQUIRE(f.respond(put(two)).result_int() == 200);
+  status = json::parse(f.respond(f.req(http::verb::get, "/v1/status")).body());
+  REQUIRE(status["mesh"]["peers"].size() == 2);
+  CHECK(status["mesh"]["peers"][0]["public_key"] == "p1");
+  CHECK(status["mesh"]["peers"][0]["endpoint"] == "192.0.2.1:51820");
+  CHECK(status["mesh"]["peers"][1]["endpoint"].is_null());
+  CHECK(f.core->snapshot()->generation > g1);
 
   Response del = f.respond(f.req(http::verb::delete_, "/v1/mesh"));
   CHECK(del.result_int() == 200);

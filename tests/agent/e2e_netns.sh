@@ -123,8 +123,14 @@ for n in "${NODES[@]}"; do
   [ "$(ip netns exec "$HUB" curl -s -H "Authorization: Bearer $(cat "$WORK/token")" "http://${IP[$n]}:7471/v1/status" |
       python3 -c 'import json,sys; print(json.load(sys.stdin)["mesh"]["public_key"])')" = "$pub" ] ||
     fail "agent $n reports a public key other than its interface's ($pub)"
+  # The status text published after the PUT (made while wireguard-go applied
+  # it) lists the peers the interface now has.
+  st=$(ip netns exec "$HUB" curl -s -H "Authorization: Bearer $(cat "$WORK/token")" "http://${IP[$n]}:7471/v1/status" |
+    python3 -c 'import json,sys; print("\n".join(sorted(p["public_key"] for p in json.load(sys.stdin)["mesh"]["peers"])))')
+  [ -n "$st" ] && [ "$st" = "$(ip netns exec "${NS[$n]}" wg show "${IFN[$n]}" peers | sort)" ] ||
+    fail "agent $n's status lists peers other than its interface's: $st"
 done
-echo "no agent has OpenSSL mapped; each reports its interface's public key"
+echo "no agent has OpenSSL mapped; each reports its interface's public key and peers"
 
 # A PUT reads the device while it validates (overlay::EarlyGet); one it then
 # refuses must not leave that read's connection open in wireguard-go.
