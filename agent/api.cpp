@@ -50,6 +50,8 @@ Response from_result(const ApiResult& r, const Request& req) {
 // holds a number no double can hold. Read again only on this error path,
 // and nothing of the body is echoed (it may carry anything).
 std::string why_not_json(const std::string& body) {
+  if (body.find_first_not_of(" \t\r\n") == std::string::npos)
+    return "the request body is empty; expected a JSON document";
   try {
     [[maybe_unused]] json parsed = json::parse(body);
   } catch (const json::parse_error& e) {

@@ -282,6 +282,13 @@ TEST_CASE("mesh: 415, 400, 422 with field, 200, idempotent, 409, delete", "[api]
   CHECK(error_of(r400)["code"] == "malformed_json");
   CHECK(error_of(r400)["message"] ==
         "the request body is not valid JSON (it ends after 15 bytes, in the middle of a value)");
+  auto nothing = put("");
+  nothing.set(http::field::content_type, "application/json");
+  Response empty = f.respond(nothing);
+  CHECK(empty.result_int() == 400);
+  CHECK(error_of(empty)["message"] == "the request body is empty; expected a JSON document");
+  CHECK(error_of(f.respond(put(" \r\n")))["message"] ==
+        "the request body is empty; expected a JSON document");
   Response junk = f.respond(put(R"({"cluster_id": x})"));
   CHECK(error_of(junk)["message"] == "the request body is not valid JSON (at byte 16 of 17)");
   Response huge = f.respond(put(R"({"cluster_id":"c-1","listen_port":5e820})"));
