@@ -313,7 +313,7 @@ echo "  sessions of other peers reset:   $resets (target 0)"
 
 if ! command -v curl >/dev/null; then
   echo
-  echo "the same change through the daemon: skipped (no curl here; the lab VM has none)"
+  echo "the same change through the daemon: skipped (no curl here)"
   exit 0
 fi
 
