@@ -25,9 +25,10 @@ test_pkgs=(
   # generators, lintian, and a Debian 12 root made with debootstrap.
   dpkg-dev rpm rpm2cpio cpio lintian debootstrap zstd binutils
 )
-# bench/status compares against node_exporter with wrk.
+# bench/status compares against node_exporter with wrk; bench/mesh/lab-phases.sh
+# traces processes in the lab VM with perf.
 bench_pkgs=(
-  wrk prometheus-node-exporter
+  wrk prometheus-node-exporter linux-perf
 )
 lab_pkgs=(
   qemu-system-x86 busybox-static perftest rdmacm-utils cpio kmod zstd xz-utils
