@@ -60,7 +60,11 @@ EOF
 FA_LAB_EXTRA_BINS=perf "$SRC/tests/lab/run" --keep --binary "$AGENT" --file "$DIR/empty.json" --file "$DIR/m250.json" \
   "$DIR/phases.sh" 2>&1 | tee "$DIR/lab.log" | grep -E '^lab: scenario' || true
 OUT=$(sed -n 's/^lab: run folder kept: //p' "$DIR/lab.log" | tail -n 1)
-[ -n "$OUT" ] && [ -d "$OUT/share/out" ] || { echo "lab-phases: the lab run failed:" >&2; tail -20 "$DIR/lab.log" >&2; exit 1; }
+if [ -z "$OUT" ] || [ ! -d "$OUT/share/out" ]; then
+  echo "lab-phases: the lab run failed:" >&2
+  tail -20 "$DIR/lab.log" >&2
+  exit 1
+fi
 
 python3 - "$OUT/share/out" "$RUNS" <<'PY'
 import re, statistics, sys
@@ -100,4 +104,4 @@ for tool, name in (('agent', 'mesh apply'), ('wg', 'wg setconf')):
     med = [statistics.median(c) for c in zip(*r)]
     print(f'{name:14}{med[0]:16.2f}{med[1]:10.2f}{med[2]:4.0f}{med[3]:16.2f}{med[4]:9.2f}{med[5] + med[6]:8.0f}')
 PY
-[ -n "${KEEP:-}" ] && echo "kept: $OUT" || rm -rf "$OUT"
+if [ -n "${KEEP:-}" ]; then echo "kept: $OUT"; else rm -rf "$OUT"; fi
