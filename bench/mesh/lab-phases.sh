@@ -10,6 +10,7 @@
 # "Results"). ASLR is off in the VM unless ASLR=1.
 #
 #   bench/mesh/lab-phases.sh [FABRIC_AGENT_BINARY]      (root; needs linux-perf)
+#   RUNS=9 (per tool), ASLR=1 (leave it on in the VM), KEEP=1 (keep the lab run folder)
 set -euo pipefail
 
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
