@@ -147,7 +147,11 @@ Status read_addrs(nl_sock* s, LinkInfo& li) {
     return Error{"out of memory", ENOMEM};
   li.addrs.clear();
   if (int e = nl_send_auto(s, req.get()); e < 0) return nl_error("dump addresses", e);
-  std::unique_ptr<nl_cb, decltype(&nl_cb_put)> cb(nl_cb_clone(nl_socket_get_cb(s)), &nl_cb_put);
+  // The socket's callbacks (its sequence checks) with our parser for the
+  // answers; nl_socket_get_cb hands out a reference of its own.
+  nl_cb* sock_cb = nl_socket_get_cb(s);
+  std::unique_ptr<nl_cb, decltype(&nl_cb_put)> cb(nl_cb_clone(sock_cb), &nl_cb_put);
+  nl_cb_put(sock_cb);
   if (!cb) return Error{"out of memory", ENOMEM};
   nl_cb_set(cb.get(), NL_CB_VALID, NL_CB_CUSTOM, parse_addr, &li);
   if (int e = nl_recvmsgs(s, cb.get()); e < 0) return nl_error("dump addresses", e);
