@@ -16,6 +16,11 @@
 #include "common/fd.hpp"
 #include "overlay/overlay.hpp"
 
+// libnl's message, declared here at global scope: `struct nl_msg` written
+// first inside the namespace below would name another, fa::overlay type
+// wherever <netlink/msg.h> is not included before this header.
+struct nl_msg;
+
 namespace fa::overlay {
 
 // Peers are looked up by key in maps of up to a few thousand entries; keys
@@ -61,9 +66,9 @@ Status uapi_parse_set_reply(std::string_view reply);
 // A netlink message that may carry a private key: wiped whole (its
 // allocated size, not only nlmsg_len) before libnl frees it.
 struct WipedMsgFree {
-  void operator()(struct nl_msg* m) const;
+  void operator()(nl_msg* m) const;
 };
-using WipedMsg = std::unique_ptr<struct nl_msg, WipedMsgFree>;
+using WipedMsg = std::unique_ptr<nl_msg, WipedMsgFree>;
 
 // One WG_CMD_SET_DEVICE request per element, each at most max_bytes long
 // (netlink messages must fit the receiver's buffer; wireguard-tools uses a

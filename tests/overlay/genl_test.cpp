@@ -3,7 +3,6 @@
 // them with the same checked parser used for kernel replies, compare.
 #include <linux/netlink.h>
 #include <linux/wireguard.h>
-#include <netlink/msg.h>
 #include <sys/socket.h>
 
 #include <catch2/catch.hpp>
@@ -11,21 +10,11 @@
 #include <cstring>
 
 #include "overlay/internal.hpp"
+#include "tests/overlay/genl_bytes.hpp"
 
 using namespace fa::overlay;
 
 namespace {
-
-// The built messages' bytes (nlmsg_len of each), as the kernel reads them.
-std::vector<std::vector<uint8_t>> bytes_of(const std::vector<WipedMsg>& msgs) {
-  std::vector<std::vector<uint8_t>> out;
-  for (const auto& m : msgs) {
-    const nlmsghdr* h = nlmsg_hdr(m.get());
-    const auto* b = reinterpret_cast<const uint8_t*>(h);
-    out.emplace_back(b, b + h->nlmsg_len);
-  }
-  return out;
-}
 
 Key key_of(size_t i, uint8_t salt = 0) {
   Key k{};
@@ -101,7 +90,7 @@ Device decode_one(const std::vector<uint8_t>& m) {
 
 TEST_CASE("genl: 1000 peers split over page-sized SET_DEVICE messages decode back to the input", "[genl]") {
   Device want = big_change(1000, 500, 400);  // peer 500 alone needs more than one page
-  auto msgs = bytes_of(genl_build_set(want, 0x1234, 4096));
+  auto msgs = fa_test::bytes_of(genl_build_set(want, 0x1234, 4096));
   REQUIRE(msgs.size() > 10);
   size_t resumed = 0;
   for (size_t i = 0; i < msgs.size(); ++i) {
@@ -137,7 +126,7 @@ TEST_CASE("genl: 1000 peers split over page-sized SET_DEVICE messages decode bac
 
 TEST_CASE("genl: nests carry NLA_F_NESTED and a tiny limit fails instead of looping", "[genl]") {
   Device d = big_change(3, 99, 0);
-  auto msgs = bytes_of(genl_build_set(d, 20, 4096));
+  auto msgs = fa_test::bytes_of(genl_build_set(d, 20, 4096));
   REQUIRE(msgs.size() == 1);
   // Find WGDEVICE_A_PEERS among the top-level attributes.
   const auto& m = msgs[0];
@@ -158,14 +147,14 @@ TEST_CASE("genl: nests carry NLA_F_NESTED and a tiny limit fails instead of loop
   // An empty change set still names the device.
   Device empty;
   empty.name = "wg0";
-  auto e = bytes_of(genl_build_set(empty, 20, 4096));
+  auto e = fa_test::bytes_of(genl_build_set(empty, 20, 4096));
   REQUIRE(e.size() == 1);
   CHECK(decode_one(e[0]).name == "wg0");
 }
 
 TEST_CASE("genl: decoder refuses bad lengths and truncation", "[genl]") {
   Device d = big_change(2, 99, 0);
-  auto msgs = bytes_of(genl_build_set(d, 20, 4096));
+  auto msgs = fa_test::bytes_of(genl_build_set(d, 20, 4096));
   REQUIRE(msgs.size() == 1);
   auto m = msgs[0];
   // Truncated buffer: nlmsg_len now exceeds it.

@@ -3,8 +3,6 @@
 // a value or an error, never a crash or an out-of-bounds read (the ASan pass
 // of `make test` runs this too). A poor man's version of wireguard-tools'
 // fuzz harnesses, deterministic so a failure reproduces.
-#include <netlink/msg.h>
-
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -12,21 +10,11 @@
 #include <random>
 
 #include "overlay/internal.hpp"
+#include "tests/overlay/genl_bytes.hpp"
 
 using namespace fa::overlay;
 
 namespace {
-
-// The built messages' bytes (nlmsg_len of each), as the kernel reads them.
-std::vector<std::vector<uint8_t>> bytes_of(const std::vector<WipedMsg>& msgs) {
-  std::vector<std::vector<uint8_t>> out;
-  for (const auto& m : msgs) {
-    const nlmsghdr* h = nlmsg_hdr(m.get());
-    const auto* b = reinterpret_cast<const uint8_t*>(h);
-    out.emplace_back(b, b + h->nlmsg_len);
-  }
-  return out;
-}
 
 Device sample(size_t n) {
   Device d;
@@ -48,7 +36,7 @@ Device sample(size_t n) {
 }  // namespace
 
 TEST_CASE("genl decoder survives damaged messages", "[robustness]") {
-  auto msgs = bytes_of(genl_build_set(sample(40), 20, 4096));
+  auto msgs = fa_test::bytes_of(genl_build_set(sample(40), 20, 4096));
   REQUIRE_FALSE(msgs.empty());
   std::mt19937 rng(4242);
   size_t ok = 0, refused = 0;
