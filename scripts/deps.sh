@@ -17,6 +17,7 @@ build_pkgs=(
 )
 test_pkgs=(
   iproute2 iputils-ping procps curl wireguard-tools wireguard-go
+  python3              # tests/agent/e2e_netns.sh and the benches read JSON answers with it
   ibverbs-utils rdma-core
   prometheus systemd
   crun busybox-static  # tests/pods: crun runs busybox containers through the OCI hook
