@@ -456,7 +456,7 @@ Status down(const std::string& ifname, const DownOptions& opt) {
     guard = std::move(*g);
   }
   keyring_forget(ifname);
-  auto li = rtnl_get_link(ifname);
+  auto li = rtnl_get_link(ifname, LinkAddrs::No);  // only its kind matters here
   if (!li) return li.take_error();
   if (!*li) return {};
   if ((*li)->kind != "wireguard" && (*li)->kind != "tun")

@@ -3,30 +3,19 @@
 // own (unshare), against wireguard-go: what ApplyOptions::while_waiting
 // promises its caller (the daemon makes its status text there).
 #include <sched.h>
-#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
-#include <cstdio>
 #include <set>
 #include <string>
 
 #include "overlay/overlay.hpp"
+#include "tests/overlay/netns_helpers.hpp"
 
 using namespace fa::overlay;
+using fa_test::run;
 
 namespace {
-
-std::string sh(const std::string& cmd) {
-  std::string out;
-  if (FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    ::pclose(p);
-  }
-  return out;
-}
 
 std::set<std::string> lines(const std::string& s) {
   std::set<std::string> out;
@@ -47,10 +36,10 @@ Key random_public_key() {
 // A namespace of this process's own with loopback up; the interface's name
 // is unique on the host (wireguard-go's sockets share /var/run/wireguard).
 struct OwnNetns {
-  std::string ifname = "fwa" + std::to_string(::getpid() % 100000);
+  std::string ifname = "fwa" + fa_test::tag();
   OwnNetns() {
     REQUIRE(::unshare(CLONE_NEWNET) == 0);
-    REQUIRE(std::system("ip link set lo up") == 0);
+    REQUIRE(run("ip link set lo up").rc == 0);
   }
   ~OwnNetns() { (void)down(ifname); }
 };
@@ -82,7 +71,7 @@ TEST_CASE("apply: while_waiting runs once per apply, after validation, also when
   std::set<std::string> seen;  // the device's peers when the work ran
   opt.while_waiting = [&] {
     ++calls;
-    seen = lines(sh("wg show " + ns.ifname + " peers 2>/dev/null"));
+    seen = lines(run("wg show " + ns.ifname + " peers 2>/dev/null").out);
   };
 
   DesiredMesh m = mesh_of(ns.ifname, 3);
@@ -104,7 +93,7 @@ TEST_CASE("apply: while_waiting runs once per apply, after validation, also when
   // work does not run.
   DesiredMesh own = m;
   DesiredPeer me;
-  auto pub = sh("wg show " + ns.ifname + " public-key");
+  auto pub = run("wg show " + ns.ifname + " public-key").out;
   while (!pub.empty() && pub.back() == '\n') pub.pop_back();
   auto k = key_from_base64(pub);
   REQUIRE(k.ok());
@@ -114,5 +103,5 @@ TEST_CASE("apply: while_waiting runs once per apply, after validation, also when
   auto refused = apply(own, opt);
   CHECK_FALSE(refused.ok());
   CHECK(calls == 2);
-  CHECK(lines(sh("wg show " + ns.ifname + " peers")) == want);
+  CHECK(lines(run("wg show " + ns.ifname + " peers").out) == want);
 }
