@@ -117,12 +117,13 @@ class OverlayMesh final : public MeshOps {
     // The device is read while the document is validated, as `mesh apply`
     // does while it parses: a one-peer change in a 250-peer mesh spends
     // ~0.35 ms less in apply() (1.4-1.6 -> 1.0-1.2 ms here). apply() uses
-    // the read only if the interface turns out to be that one, here, on
-    // wireguard-go.
+    // the read only if the interface turns out to be that one, here (on
+    // the kernel backend a thread reads it, see overlay::EarlyGet).
     overlay::EarlyGet early;
-    if (apply_opt_.backend != overlay::Backend::Kernel && doc.is_object() && !doc.contains("netns"))
+    if (doc.is_object() && !doc.contains("netns"))
       if (auto it = doc.find("interface"); it != doc.end() && it->is_string())
-        early = overlay::EarlyGet::start(it->get_ref<const std::string&>(), apply_opt_.uapi_dir);
+        early = overlay::EarlyGet::start(it->get_ref<const std::string&>(), apply_opt_.uapi_dir,
+                                         apply_opt_.backend);
     overlay::ParseOptions po;
     po.overlay_cidr = cidr_;
     auto r = overlay::parse_desired(doc, po);

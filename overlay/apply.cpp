@@ -166,7 +166,12 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
       in_target = true;
     }
   }
-  if (!found) {
+  // What EarlyGet's thread read here while the document was parsed.
+  std::unique_ptr<EarlyGet::KernelRead> pre;
+  if (!ns && opt.early_get && opt.early_get->ifname() == ifname) pre = opt.early_get->take_kernel();
+  if (!found && pre && pre->link) {
+    found = std::move(*pre->link);
+  } else if (!found) {
     auto li = rtnl_get_link(ifname, ns ? LinkAddrs::No : LinkAddrs::IfKernelWireguard);
     if (!li) return li.take_error();
     found = *li;
@@ -253,10 +258,16 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   };
   log->debug("{}: located at {:.2f} ms", ifname, ms());
-  auto be = make_backend(chosen, opt.uapi_dir, std::move(conn), ifname, early);
-  auto cur = be->get_device(ifname);
+  // The device EarlyGet's thread read, on the socket it read it with, if
+  // this is the kernel link it found.
+  const bool kernel_early =
+      chosen == Backend::Kernel && !created && !moved && pre && pre->backend && pre->device;
+  auto be = kernel_early ? std::move(pre->backend)
+                         : make_backend(chosen, opt.uapi_dir, std::move(conn), ifname, early);
+  auto cur = kernel_early ? Result<Device>(std::move(*pre->device)) : be->get_device(ifname);
+  pre.reset();  // wipes the key's copy in the moved-from device
   log->debug("{}: device read at {:.2f} ms ({} peers{})", ifname, ms(), cur ? cur->peers.size() : 0,
-             early ? ", asked while the file was parsed" : "");
+             early || kernel_early ? ", asked while the file was parsed" : "");
   if (!cur) return Error{ifname + ": read device: " + cur.error().message, cur.error().sys_errno};
 
   Device want;

@@ -116,6 +116,7 @@ class WgBackend {
 };
 
 std::unique_ptr<WgBackend> make_kernel_backend();
+
 // conn: an open UAPI connection to conn_ifname's wireguard-go (the one that
 // identified it), reused for every get/set; without one, it connects on first use.
 // get_sent: a `get=1` is already on conn (EarlyGet); the first get_device
@@ -167,6 +168,24 @@ Status rtnl_add_addr(int ifindex, const IpPrefix& a);
 Status rtnl_del_addr(int ifindex, const IpPrefix& a);
 Status rtnl_move_to_netns(const std::string& ifname, int netns_fd);
 Status rtnl_delete_link(const std::string& ifname);
+
+// What EarlyGet's thread read for the kernel backend (kernel.cpp), all of it
+// read in the namespace the thread started in. Only a complete read counts:
+// `link` is set once the link was looked up (nullopt inside: no such link);
+// `backend` (with its netlink socket) and `device` once a kernel wireguard
+// link's device was read. On any failure the rest stays unset and apply()
+// reads for itself (and reports what fails then). The device's private key
+// is wiped if nobody takes it.
+struct EarlyGet::KernelRead {
+  std::optional<std::optional<LinkInfo>> link;
+  std::unique_ptr<WgBackend> backend;
+  std::optional<Device> device;
+  KernelRead() = default;
+  KernelRead(const KernelRead&) = delete;
+  KernelRead& operator=(const KernelRead&) = delete;
+  ~KernelRead();
+};
+std::unique_ptr<EarlyGet::KernelRead> kernel_read(const std::string& ifname);
 
 // Opens a netns by path or name (/run/netns/NAME).
 Result<Fd> open_netns(const std::string& path_or_name);

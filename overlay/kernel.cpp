@@ -228,4 +228,24 @@ class KernelBackend : public WgBackend {
 
 std::unique_ptr<WgBackend> make_kernel_backend() { return std::make_unique<KernelBackend>(); }
 
+EarlyGet::KernelRead::~KernelRead() {
+  if (device && device->private_key) wipe(*device->private_key);
+}
+
+std::unique_ptr<EarlyGet::KernelRead> kernel_read(const std::string& ifname) {
+  auto r = std::make_unique<EarlyGet::KernelRead>();
+  auto li = rtnl_get_link(ifname, LinkAddrs::IfKernelWireguard);
+  if (!li) return r;
+  const bool wireguard = *li && (*li)->kind == "wireguard";
+  r->link = std::move(*li);
+  if (!wireguard) return r;
+  auto be = make_kernel_backend();
+  auto d = be->get_device(ifname);
+  if (!d) return r;
+  r->device = std::move(*d);
+  if (d->private_key) wipe(*d->private_key);  // moving an array copies it
+  r->backend = std::move(be);
+  return r;
+}
+
 }  // namespace fa::overlay

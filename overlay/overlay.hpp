@@ -15,6 +15,8 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <future>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -213,23 +215,37 @@ enum class Backend { Auto, Kernel, Userspace };
 Result<Backend> parse_backend(std::string_view s);  // "auto" | "kernel" | "userspace"
 const char* backend_name(Backend b);
 
-// A UAPI `get=1` sent to the wireguard-go serving `ifname` before the
-// desired state is validated, so that wireguard-go writes its answer (~60 KB
-// for 250 peers) while the caller parses; apply() reads that answer instead
-// of asking again, when it configures that interface in this namespace.
-// Reading is not touching: a document found invalid just closes it. Empty
-// (and ignored) when no wireguard-go serves the name.
+// The interface's device, asked for before the desired state is validated,
+// so that the answer is under way while the caller parses: a UAPI `get=1`
+// sent to the wireguard-go serving `ifname` (it writes its answer, ~60 KB for
+// 250 peers, meanwhile), or, where no wireguard-go serves that name and
+// `kernel` is set, the link and (for a kernel wireguard link) the device read
+// over netlink on a thread of its own (the kernel answers inside the system
+// call, so only another thread overlaps it: ~2 ms of a 250-peer `mesh apply`
+// in the lab's emulated VM). apply() uses the answer instead of asking
+// again when it configures that interface in this namespace. Reading is not
+// touching: a document found invalid just drops it (the destructor waits
+// for the thread and wipes what it read). Empty (and ignored) when nothing
+// could be asked.
 class EarlyGet {
  public:
-  EarlyGet() = default;
-  static EarlyGet start(const std::string& ifname, const std::string& uapi_dir);
+  struct KernelRead;  // overlay/internal.hpp
+  EarlyGet();
+  ~EarlyGet();
+  EarlyGet(EarlyGet&&) noexcept;
+  EarlyGet& operator=(EarlyGet&&) noexcept;
+  static EarlyGet start(const std::string& ifname, const std::string& uapi_dir, Backend backend);
   const std::string& ifname() const { return ifname_; }
   bool pending() const { return conn_.valid(); }
   Fd take() { return std::move(conn_); }
+  // The netlink read (after waiting for its thread), or null when none was
+  // started or it was taken already.
+  std::unique_ptr<KernelRead> take_kernel();
 
  private:
   std::string ifname_;
   Fd conn_;
+  std::future<std::unique_ptr<KernelRead>> kernel_;
 };
 
 struct ApplyOptions {

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -190,14 +191,40 @@ std::unique_ptr<WgBackend> make_userspace_backend(std::string uapi_dir, Fd conn,
                                             get_sent);
 }
 
-EarlyGet EarlyGet::start(const std::string& ifname, const std::string& uapi_dir) {
+EarlyGet::EarlyGet() = default;
+EarlyGet::~EarlyGet() = default;  // waits for the kernel read, if any
+EarlyGet::EarlyGet(EarlyGet&&) noexcept = default;
+EarlyGet& EarlyGet::operator=(EarlyGet&&) noexcept = default;
+
+EarlyGet EarlyGet::start(const std::string& ifname, const std::string& uapi_dir, Backend backend) {
   EarlyGet e;
-  auto fd = uapi_connect(uapi_dir, ifname);
-  if (!fd) return e;  // no wireguard-go for that name (yet): apply() finds out itself
-  if (!send_all(fd->get(), "get=1\n\n", "UAPI write")) return e;
-  e.ifname_ = ifname;
-  e.conn_ = std::move(*fd);
+  if (backend != Backend::Kernel) {
+    if (auto fd = uapi_connect(uapi_dir, ifname)) {
+      if (!send_all(fd->get(), "get=1\n\n", "UAPI write")) return e;
+      e.ifname_ = ifname;
+      e.conn_ = std::move(*fd);
+      return e;
+    }
+    // No wireguard-go for that name (yet): apply() finds out itself.
+  }
+  if (backend != Backend::Userspace) {
+    try {
+      e.kernel_ = std::async(std::launch::async, kernel_read, ifname);
+      e.ifname_ = ifname;
+    } catch (const std::system_error&) {
+      // No thread to be had: apply() reads for itself.
+    }
+  }
   return e;
+}
+
+std::unique_ptr<EarlyGet::KernelRead> EarlyGet::take_kernel() {
+  if (!kernel_.valid()) return nullptr;
+  try {
+    return kernel_.get();
+  } catch (const std::exception&) {
+    return nullptr;  // apply() reads for itself
+  }
 }
 
 bool uapi_socket_alive(const std::string& uapi_dir, const std::string& ifname) {

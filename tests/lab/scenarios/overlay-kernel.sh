@@ -43,8 +43,10 @@ step "peers: each node gets the other"
 peer() { printf '[{"public_key":"%s","endpoint":"%s","allowed_ips":["%s"]}]' "$@"; }
 mesh_doc wg0 10.42.0.1/24 51820 "$(peer "$pub_b" 192.168.99.2:51820 10.42.0.2/32)" > "$W/a1.json"
 mesh_doc wg0 10.42.0.2/24 51820 "$(peer "$pub_a" 192.168.99.1:51820 10.42.0.1/32)" > "$W/b1.json"
-apply_on a "$W/a1.json"
+FA_LOG_LEVEL=debug on a fabric-agent mesh apply --json --file "$W/a1.json" > "$LAST" 2> "$W/a1.log"
 assert_eq "$(jl .changes.created)" false "node a adopted"
+assert_contains "$(cat "$W/a1.log")" "(0 peers, asked while the file was parsed)" \
+  "the device was read while the file was parsed (EarlyGet's thread)"
 assert_eq "$(jl .changes.peers_added)" 1 "node a: one peer added"
 assert_eq "$(jl .public_key)" "$pub_a" "generated key read back from the kernel"
 apply_on b "$W/b1.json"
