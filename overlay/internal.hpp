@@ -105,7 +105,10 @@ class WgBackend {
   // set_device in two halves, so that the caller can work while the backend
   // applies the request: send, then finish (the result). A backend that
   // cannot split does everything in send. finish is called once per send.
-  virtual Status set_device_send(const Device& change) {
+  // overlap: the caller has work for the time between them, worth a thread
+  // to a backend that would otherwise apply inside send (the kernel).
+  virtual Status set_device_send(const Device& change, bool overlap = false) {
+    (void)overlap;
     pending_ = set_device(change);
     return {};
   }

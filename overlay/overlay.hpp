@@ -265,8 +265,9 @@ struct ApplyOptions {
   // Optional: the caller's own work for after the change (the daemon's
   // status text, say), run while the backend applies it: called once the
   // change has been sent (or found empty) and before apply() waits for the
-  // answer (wireguard-go takes ~60 ms for 1000 new peers; the kernel has
-  // done its work by then). Not called when apply() fails before that
+  // answer (wireguard-go takes ~60 ms for 1000 new peers; the kernel's
+  // requests go out from a thread meanwhile when they add 8 or more peers,
+  // otherwise the kernel has done its work by then). Not called when apply() fails before that
   // point; apply() may still fail after it. It runs on the calling thread,
   // inside m.netns if there is one.
   std::function<void()> while_waiting;

@@ -117,13 +117,13 @@ class UserspaceBackend : public WgBackend {
   }
 
   Status set_device(const Device& change) override {
-    if (auto s = set_device_send(change); !s) return s;
+    if (auto s = set_device_send(change, false); !s) return s;
     return set_device_finish();
   }
 
   // wireguard-go applies a set line by line as it reads it: after the send,
   // the caller's own work overlaps with wireguard-go's.
-  Status set_device_send(const Device& change) override {
+  Status set_device_send(const Device& change, bool /*overlap: wireguard-go works on its own*/) override {
     auto fd = conn(change.name);
     if (!fd) return fd.take_error();
     std::string req = uapi_set_request(change);

@@ -94,8 +94,10 @@ awk -v seed=7 'BEGIN {
   printf "]}\n"
 }' > "$W/big.json"
 sleep 1.1  # handshake times have one-second resolution
-apply_on a "$W/big.json" --overlay-cidr 10.64.0.0/10
+FA_LOG_LEVEL=debug apply_on a "$W/big.json" --overlay-cidr 10.64.0.0/10 2> "$W/big.log"
 assert_eq "$(jl .backend)" kernel "wgbig backend"
+assert_contains "$(cat "$W/big.log")" "request(s) sent from a thread" \
+  "1000 new peers with a report to build: the requests went out from a thread"
 assert_eq "$(jl .changes.peers_added)" 1000 "1000 peers added"
 jq -r '.peers[] | .public_key as $k | .allowed_ips[] | $k + " " + .' "$W/big.json" | sort > "$W/big.want"
 on a wg show wgbig allowed-ips | awk '{ for (i = 2; i <= NF; i++) print $1, $i }' | sort > "$W/big.got"
