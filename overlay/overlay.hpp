@@ -219,8 +219,8 @@ const char* backend_name(Backend b);
 // so that the answer is under way while the caller parses: a UAPI `get=1`
 // sent to the wireguard-go serving `ifname` (it writes its answer, ~60 KB for
 // 250 peers, meanwhile), or, where no wireguard-go serves that name and
-// `kernel` is set, the link and (for a kernel wireguard link) the device read
-// over netlink on a thread of its own (the kernel answers inside the system
+// `backend` is not Userspace, the link and (for a kernel wireguard link) the
+// device read over netlink on a thread of its own (the kernel answers inside the system
 // call, so only another thread overlaps it: ~2 ms of a 250-peer `mesh apply`
 // in the lab's emulated VM). apply() uses the answer instead of asking
 // again when it configures that interface in this namespace. Reading is not
@@ -267,9 +267,9 @@ struct ApplyOptions {
   // change has been sent (or found empty) and before apply() waits for the
   // answer (wireguard-go takes ~60 ms for 1000 new peers; the kernel's
   // requests go out from a thread meanwhile when they add 8 or more peers,
-  // otherwise the kernel has done its work by then). Not called when apply() fails before that
-  // point; apply() may still fail after it. It runs on the calling thread,
-  // inside m.netns if there is one.
+  // otherwise the kernel has done its work by then). Not called when
+  // apply() fails before that point; apply() may still fail after it. It
+  // runs on the calling thread, inside m.netns if there is one.
   std::function<void()> while_waiting;
 };
 
