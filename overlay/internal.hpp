@@ -107,8 +107,7 @@ class WgBackend {
   // cannot split does everything in send. finish is called once per send.
   // overlap: the caller has work for the time between them, worth a thread
   // to a backend that would otherwise apply inside send (the kernel).
-  virtual Status set_device_send(const Device& change, bool overlap = false) {
-    (void)overlap;
+  virtual Status set_device_send(const Device& change, bool /*overlap*/) {
     pending_ = set_device(change);
     return {};
   }

@@ -174,10 +174,7 @@ class KernelBackend : public WgBackend {
   // work (the report, the daemon's status text) runs meanwhile. The socket
   // is the thread's until finish.
   Status set_device_send(const Device& change, bool overlap) override {
-    if (!overlap) {
-      done_ = set_device(change);
-      return {};
-    }
+    if (!overlap) return WgBackend::set_device_send(change, false);  // inline, through set_device
     auto g = genl();
     if (!g) return g.take_error();
     auto msgs = build(*g, change);
@@ -189,13 +186,14 @@ class KernelBackend : public WgBackend {
       sending_ = std::async(std::launch::async,
                             [this, g = *g, name = change.name] { return send_msgs(g, name, out_); });
     } catch (const std::system_error&) {
-      done_ = send_msgs(*g, change.name, out_);  // no thread to be had: here, then
+      out_.clear();
+      return WgBackend::set_device_send(change, false);  // no thread to be had: inline, then
     }
     return {};
   }
   Status set_device_finish() override {
-    Status s = sending_.valid() ? sending_.get() : std::move(done_);
-    done_ = Status{};
+    if (!sending_.valid()) return WgBackend::set_device_finish();
+    Status s = sending_.get();
     out_.clear();  // wiped: the first holds the private key
     if (!s) genl_.reset();
     return s;
@@ -262,7 +260,6 @@ class KernelBackend : public WgBackend {
     return &*genl_;
   }
   std::optional<Genl> genl_;
-  Status done_;                  // set_device_send's result, without a thread
   std::vector<Msg> out_;         // the requests the thread sends
   std::future<Status> sending_;  // last: destroyed first, it waits for the thread
 };
