@@ -319,3 +319,40 @@ TEST_CASE("diff of a desired device given up equals diff of a kept one, and take
   CHECK(want.peers[3].allowed_ips.empty());
   CHECK(want.peers[4].allowed_ips.empty());
 }
+
+TEST_CASE("diff of a first push given up equals diff of a kept one, in the desired list's own storage",
+          "[diff]") {
+  Device cur = dev({});
+  Device want =
+      dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}, 25), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"}),
+           peer(3, "[2001:db8::3]:51820", {"10.42.0.4/32", "fd00::4/128"})});
+  want.peers[1].remove = true;  // flags of a desired peer do not reach the change
+  want.peers[1].rx_bytes = 7;
+  const Device kept = want;
+  const Peer* storage = want.peers.data();
+  Device by_copy = diff(cur, kept);
+  Device by_move = diff(cur, std::move(want));
+  REQUIRE(by_copy.peers.size() == 3);
+  REQUIRE(by_move.peers.size() == 3);
+  CHECK(by_move.peers.data() == storage);
+  CHECK(want.peers.empty());
+  CHECK(by_move.private_key == by_copy.private_key);
+  CHECK(by_move.listen_port == by_copy.listen_port);
+  for (size_t i = 0; i < 3; ++i) {
+    const Peer& m = by_move.peers[i];
+    const Peer& c = by_copy.peers[i];
+    CHECK(m.public_key == c.public_key);
+    CHECK(m.endpoint == c.endpoint);
+    CHECK(m.allowed_ips == c.allowed_ips);
+    CHECK(m.persistent_keepalive == c.persistent_keepalive);
+    CHECK(m.remove == c.remove);
+    CHECK(m.update_only == c.update_only);
+    CHECK(m.replace_allowed_ips == c.replace_allowed_ips);
+    CHECK(m.rx_bytes == c.rx_bytes);
+  }
+  CHECK_FALSE(by_move.peers[1].remove);
+  CHECK(by_move.peers[1].rx_bytes == 0);
+  CHECK(by_move.peers[0].persistent_keepalive == 25);
+  CHECK_FALSE(by_move.peers[1].persistent_keepalive);  // 0: not sent for a new peer
+  CHECK(by_move.peers[2].allowed_ips.size() == 2);
+}
