@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <future>
 #include <memory>
 #include <system_error>
 
@@ -183,8 +182,7 @@ class KernelBackend : public WgBackend {
     fa::logger("overlay")->debug("{}: {} WG_CMD_SET_DEVICE request(s) sent from a thread", change.name,
                                  out_.size());
     try {
-      sending_ = std::async(std::launch::async,
-                            [this, g = *g, name = change.name] { return send_msgs(g, name, out_); });
+      sending_ = Task<Status>([this, g = *g, name = change.name] { return send_msgs(g, name, out_); });
     } catch (const std::system_error&) {
       out_.clear();
       return WgBackend::set_device_send(change, false);  // no thread to be had: inline, then
@@ -261,7 +259,7 @@ class KernelBackend : public WgBackend {
   }
   std::optional<Genl> genl_;
   std::vector<Msg> out_;         // the requests the thread sends
-  std::future<Status> sending_;  // last: destroyed first, it waits for the thread
+  Task<Status> sending_;         // last: destroyed first, it waits for the thread
 };
 
 }  // namespace

@@ -16,7 +16,6 @@
 #include <array>
 #include <cstdint>
 #include <functional>
-#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +24,7 @@
 
 #include "common/fd.hpp"
 #include "common/result.hpp"
+#include "common/task.hpp"
 
 namespace fa::overlay {
 
@@ -252,7 +252,7 @@ class EarlyGet {
  private:
   std::string ifname_;
   Fd conn_;
-  std::future<std::unique_ptr<KernelRead>> kernel_;
+  Task<std::unique_ptr<KernelRead>> kernel_;
 };
 
 struct ApplyOptions {
