@@ -137,15 +137,30 @@ RawMesh raw_from_dom(const json& doc) {
 
 // A field path built only when it is reported: a 1000-peer file that is
 // valid costs no string per field.
+// A field's path as an error names it. A peer's fields are
+// peers[i]<name>[j]: the indices are written into it only when an error
+// quotes it, so a valid file builds no path at all (250 peers: ~150k
+// instructions of string building fewer).
 struct Field {
+  static constexpr size_t kNone = static_cast<size_t>(-1);
   std::string_view a, b, c;
+  size_t peer = kNone;                   // "peers[peer]" before a
+  size_t item = kNone;                   // "[item]" after a
   Field(const std::string& s) : a(s) {}  // NOLINT: implicit on purpose
   Field(const char* s) : a(s) {}         // NOLINT
   Field(std::string_view x, std::string_view y, std::string_view z = {}) : a(x), b(y), c(z) {}
+  static Field of_peer(size_t i, std::string_view name = {}, size_t j = kNone) {
+    Field f(name, {});
+    f.peer = i;
+    f.item = j;
+    return f;
+  }
   std::string str() const {
     std::string s;
-    s.reserve(a.size() + b.size() + c.size());
-    s.append(a).append(b).append(c);
+    if (peer != kNone) s.append("peers[").append(std::to_string(peer)).append("]");
+    s.append(a);
+    if (item != kNone) s.append("[").append(std::to_string(item)).append("]");
+    s.append(b).append(c);
     return s;
   }
 };
@@ -163,12 +178,12 @@ class Checker {
 
   // Unknown keys are errors: a typo like `allowed_ip` must not silently
   // drop a peer's routes.
-  void known_keys(std::string_view prefix, const Unknown& unknown, std::initializer_list<const char*> keys) {
+  void known_keys(const Field& prefix, const Unknown& unknown, std::initializer_list<const char*> keys) {
     if (unknown.empty()) return;
     std::string list;
     for (auto k : keys) list += (list.empty() ? "" : ", ") + std::string(k);
     for (const auto& [k, echo] : unknown)
-      errors.push_back({std::string(prefix) + k, echo, "unknown key (accepted: " + list + ")"});
+      errors.push_back({prefix.str() + k, echo, "unknown key (accepted: " + list + ")"});
   }
 
   const std::string_view* str(const Field& field, const Raw& v) {
@@ -358,26 +373,26 @@ ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
   } else if (doc.peers.is_list()) {
     m.peers.reserve(doc.peers.items.size());
     for (size_t i = 0; i < doc.peers.items.size(); ++i) {
-      const std::string pf = "peers[" + std::to_string(i) + "]";
       const RawPeer& pj = doc.peers.items[i];
       if (pj.not_mapping) {
-        ck.fail(pf, *pj.not_mapping,
+        ck.fail(Field::of_peer(i), *pj.not_mapping,
                 "expected a mapping with public_key, endpoint, allowed_ips, persistent_keepalive");
         continue;
       }
-      ck.known_keys(pf + ".", pj.unknown, kPeerKeys);
+      ck.known_keys(Field::of_peer(i, "."), pj.unknown, kPeerKeys);
       DesiredPeer p;
       bool ok = true;
       if (pj.public_key.kind == Raw::Absent) {
-        ck.fail(Field(pf, ".public_key"), nullptr, "required: the peer's base64 public key (44 characters)");
+        ck.fail(Field::of_peer(i, ".public_key"), nullptr,
+                "required: the peer's base64 public key (44 characters)");
         ok = false;
-      } else if (auto s = ck.str(Field(pf, ".public_key"), pj.public_key)) {
+      } else if (auto s = ck.str(Field::of_peer(i, ".public_key"), pj.public_key)) {
         auto k = public_key_from_base64(*s);
         if (!k) {
-          ck.fail(Field(pf, ".public_key"), &pj.public_key, k.error().message);
+          ck.fail(Field::of_peer(i, ".public_key"), &pj.public_key, k.error().message);
           ok = false;
         } else if (const size_t* first = seen_keys.insert(*k, i)) {
-          ck.fail(Field(pf, ".public_key"), &pj.public_key,
+          ck.fail(Field::of_peer(i, ".public_key"), &pj.public_key,
                   "duplicate: same key as peers[" + std::to_string(*first) + "]; public keys must be unique");
           ok = false;
         } else {
@@ -387,10 +402,10 @@ ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
         ok = false;
       }
       if (present(pj.endpoint)) {
-        if (auto s = ck.str(Field(pf, ".endpoint"), pj.endpoint)) {
+        if (auto s = ck.str(Field::of_peer(i, ".endpoint"), pj.endpoint)) {
           auto e = Endpoint::parse(*s);
           if (!e)
-            ck.fail(Field(pf, ".endpoint"), &pj.endpoint,
+            ck.fail(Field::of_peer(i, ".endpoint"), &pj.endpoint,
                     "expected IPv4:port or [IPv6]:port with port 1-65535");
           else
             p.endpoint = *e;
@@ -398,14 +413,15 @@ ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
       }
       const RawList<Raw>& ips = pj.allowed_ips;
       if (ips.kind == Raw::Absent) {
-        ck.fail(Field(pf, ".allowed_ips"), nullptr, "required: a list of prefixes inside " + net.str());
+        ck.fail(Field::of_peer(i, ".allowed_ips"), nullptr,
+                "required: a list of prefixes inside " + net.str());
       } else if (!ips.is_list()) {
-        ck.fail(Field(pf, ".allowed_ips"), ips.other, "expected a list of prefixes inside " + net.str());
+        ck.fail(Field::of_peer(i, ".allowed_ips"), ips.other,
+                "expected a list of prefixes inside " + net.str());
       } else {
         p.allowed_ips.reserve(ips.items.size());
         for (size_t j = 0; j < ips.items.size(); ++j) {
-          const std::string js = std::to_string(j) + "]";
-          const Field f(pf, ".allowed_ips[", js);
+          const Field f = Field::of_peer(i, ".allowed_ips", j);
           auto s = ck.str(f, ips.items[j]);
           if (!s) continue;
           auto a = IpPrefix::parse(*s);
@@ -432,7 +448,7 @@ ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
         }
       }
       if (present(pj.persistent_keepalive))
-        if (auto n = ck.integer(Field(pf, ".persistent_keepalive"), pj.persistent_keepalive, 0, 65535,
+        if (auto n = ck.integer(Field::of_peer(i, ".persistent_keepalive"), pj.persistent_keepalive, 0, 65535,
                                 "0-65535 seconds (0 = off)"))
           p.persistent_keepalive = static_cast<uint16_t>(*n);
       if (ok) m.peers.push_back(std::move(p));
