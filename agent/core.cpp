@@ -3,11 +3,11 @@
 
 #include <cstdio>
 #include <cstring>
-#include <future>
 
 #include "agent/rdma_service.hpp"
 #include "common/log.hpp"
 #include "common/random.hpp"
+#include "common/task.hpp"
 
 namespace fa::agent {
 
@@ -421,12 +421,13 @@ ApiResult Core::put_mesh(json doc) {
   // crash in between leaves the new desired state on disk, which the next
   // start applies (what the control plane asked for).
   const bool persist = persisted_.mesh != want;
-  std::future<Status> saved;
+  // fa::Task: its get() returns when the state is written, without waiting
+  // for the writer thread's exit as std::async's future would.
+  Task<Status> saved;
   // The writer only reads `want` and the pods list, both left alone until
   // saved.get() below: no copy of the peer list for it.
   if (persist)
-    saved = std::async(std::launch::async,
-                       [&cfg, &want, this] { return save_state(cfg.state_dir, want, persisted_.pods); });
+    saved = Task<Status>([&cfg, &want, this] { return save_state(cfg.state_dir, want, persisted_.pods); });
   // The status text with the new mesh is made while the backend applies it
   // (~1.3 ms for 1000 peers, against wireguard-go's ~60 ms), and published
   // only if the apply succeeds.
