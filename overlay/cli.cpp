@@ -100,13 +100,13 @@ int do_apply(const std::vector<std::string>& argv) {
     // file is long enough to hide it: starting a thread costs ~0.8 ms in the
     // lab's emulated VM (tens of microseconds on hardware), as long as ~50
     // peers take to parse there. For a shorter file only wireguard-go is
-    // asked early (Backend::Userspace here means just that) and apply()
-    // reads the kernel itself.
-    const Backend early_backend =
-        text->size() >= kKernelReadThreadMinBytes ? opt.backend : Backend::Userspace;
+    // asked early and apply() reads the kernel itself.
+    const bool thread_pays = text->size() >= kKernelReadThreadMinBytes;
     po.on_interface = [&](const std::string& name) {
-      if (opt.backend != Backend::Kernel || early_backend == Backend::Kernel)
-        early = EarlyGet::start(name, opt.uapi_dir, early_backend);
+      if (thread_pays)
+        early = EarlyGet::start(name, opt.uapi_dir, opt.backend);
+      else if (opt.backend != Backend::Kernel)
+        early = EarlyGet::start(name, opt.uapi_dir, Backend::Userspace);  // wireguard-go only
     };
     opt.early_get = &early;
     // JSON is YAML, so the YAML parser would read both; a JSON document goes
