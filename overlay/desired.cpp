@@ -135,12 +135,10 @@ RawMesh raw_from_dom(const json& doc) {
 
 // ------------------------------------------------------------ validation ---
 
-// A field path built only when it is reported: a 1000-peer file that is
-// valid costs no string per field.
-// A field's path as an error names it. A peer's fields are
-// peers[i]<name>[j]: the indices are written into it only when an error
-// quotes it, so a valid file builds no path at all (250 peers: ~150k
-// instructions of string building fewer).
+// A field's path as an error names it, put together only when one does: a
+// peer's fields are peers[i]<name>[j] with the indices kept as numbers, so a
+// valid file builds no path at all (250 peers: ~150k instructions of string
+// building fewer).
 struct Field {
   static constexpr size_t kNone = static_cast<size_t>(-1);
   std::string_view a, b, c;
