@@ -96,7 +96,7 @@ expect_match "inspect --json on the InfiniBand fixture" '"kind": "infiniband"' "
 # The packaged daemon, where the binary has one: it must take the token the
 # package created (not make its own), answer `fabric-agent status` with it,
 # and exit 0 on SIGTERM. It runs in its own network namespace (own loopback).
-if in_root "$root" fabric-agent --help 2>/dev/null | grep -q '^  run '; then
+if grep -q '^  run ' <<<"$(in_root "$root" fabric-agent --help 2>/dev/null)"; then
   out=$(in_root_netns "$root" /bin/sh -c '
     fabric-agent run >/var/log/fa-run.log 2>&1 &
     pid=$!

@@ -52,7 +52,7 @@ for so in $needed; do
   # (libspdlog1.10 provides libspdlog1.10-fmt9).
   ok=no
   for name in $pkg $(dpkg-query -W -f '${Provides}' "$pkg" | tr ',' '\n' | sed 's/^ *//; s/ .*//'); do
-    printf '%s\n' "$depends" | grep -Fxq -- "$name" && ok=yes
+    grep -Fxq -- "$name" <<<"$depends" && ok=yes
   done
   expect_eq "NEEDED $so ($pkg or what it provides) is declared in Depends" yes "$ok"
 done

@@ -42,19 +42,19 @@ expect_eq() {
 
 # expect_match DESCRIPTION EXTENDED_REGEX TEXT
 expect_match() {
-  if printf '%s\n' "$3" | grep -Eq -- "$2"; then pass; else fail "$1: no line matches /$2/ in:
+  if grep -Eq -- "$2" <<<"$3"; then pass; else fail "$1: no line matches /$2/ in:
 $3"; fi
 }
 
 # expect_no_match DESCRIPTION EXTENDED_REGEX TEXT
 expect_no_match() {
-  if printf '%s\n' "$3" | grep -Eq -- "$2"; then fail "$1: a line matches /$2/ in:
+  if grep -Eq -- "$2" <<<"$3"; then fail "$1: a line matches /$2/ in:
 $3"; else pass; fi
 }
 
 # expect_line DESCRIPTION LINE TEXT: TEXT has LINE as one whole line (no regex).
 expect_line() {
-  if printf '%s\n' "$3" | grep -Fxq -- "$2"; then pass; else fail "$1: no line '$2' in:
+  if grep -Fxq -- "$2" <<<"$3"; then pass; else fail "$1: no line '$2' in:
 $3"; fi
 }
 
