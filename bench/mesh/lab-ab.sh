@@ -36,16 +36,11 @@ for b in "$@"; do
   done
 done
 
-mesh_json() {  # mesh_json PEERS_FILE
-  printf '{"cluster_id":"ab","interface":"wgb","address":"10.64.0.1/16","listen_port":51820,"peers":['
-  [ -s "$1" ] && awk '{printf "%s{\"public_key\":\"%s\",\"endpoint\":\"%s\",\"allowed_ips\":[\"%s\"]}", (NR>1?",":""), $1, $2, $3}' "$1"
-  printf ']}\n'
-}
+# gen_peers, mesh_json
+# shellcheck source=bench/mesh/peers.sh
+. "$SRC/bench/mesh/peers.sh"
 : >"$DIR/none"
-for ((k = 0; k < 250; k++)); do
-  printf '%s 192.0.%d.%d:51820 10.64.%d.%d/32\n' "$(head -c32 /dev/urandom | base64)" \
-    $((k / 250)) $((k % 250 + 1)) $((k / 250 + 1)) $((k % 250 + 1))
-done >"$DIR/p250"
+gen_peers 250 "$DIR/p250"
 mesh_json "$DIR/none" >"$DIR/empty.json"
 mesh_json "$DIR/p250" >"$DIR/m250.json"
 

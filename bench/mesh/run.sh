@@ -36,15 +36,9 @@
 # Every process time is taken by a shell inside the namespace (timed_a).
 set -euo pipefail
 
-# N synthetic peers: random 32-byte public keys, one /32 each in 10.64/16.
-gen_peers() {
-  local n=$1 out=$2
-  : >"$out"
-  for ((k = 0; k < n; k++)); do
-    printf '%s 192.0.%d.%d:51820 10.64.%d.%d/32\n' "$(head -c32 /dev/urandom | base64)" \
-      $((k / 250)) $((k % 250 + 1)) $((k / 250 + 1)) $((k % 250 + 1)) >>"$out"
-  done
-}
+# gen_peers, mesh_json
+# shellcheck source=bench/mesh/peers.sh
+. "$(dirname "${BASH_SOURCE[0]}")/peers.sh"
 
 # --lab: this script, run by the lab's init inside the VM with
 # BACKEND=kernel against Debian's kernel (its wireguard.ko); the VM runs
@@ -59,6 +53,7 @@ if [ "${1:-}" = --lab ]; then
   gen_peers 250 "$LABDIR/p250"
   gen_peers 1000 "$LABDIR/p1000"
   cp "${BASH_SOURCE[0]}" "$LABDIR/run.sh"
+  cp "$(dirname "${BASH_SOURCE[0]}")/peers.sh" "$LABDIR/peers.sh"
   # ASLR=0: address randomisation off inside the VM. QEMU's TCG (7.2) finds
   # code it translated before by virtual address, so with ASLR every process
   # translates every block it runs again, a cost that grows with the code a
@@ -73,7 +68,7 @@ if [ "${1:-}" = --lab ]; then
     echo "RUNS=${RUNS:-31} ONE_RUNS=${ONE_RUNS:-15} BACKEND=kernel PEERS_DIR=\$LAB_FILES bash \$LAB_FILES/run.sh /usr/bin/fabric-agent"
   } >"$LABDIR/bench-mesh.sh"
   "$SRC/tests/lab/run" --timeout "${FA_LAB_TIMEOUT:-3600}" --binary "$AGENT" --file "$LABDIR/run.sh" \
-    --file "$LABDIR/p250" --file "$LABDIR/p1000" "$LABDIR/bench-mesh.sh"
+    --file "$LABDIR/peers.sh" --file "$LABDIR/p250" --file "$LABDIR/p1000" "$LABDIR/bench-mesh.sh"
   exit 0
 fi
 
@@ -172,15 +167,6 @@ for n in a b c; do
 done
 inA() { ip netns exec ${NS}a "$@"; }
 
-# Desired-state JSON for node a with the peers of file $1 (may be empty).
-mesh_json() {
-  local peers=$1
-  {
-    printf '{"cluster_id":"bench","interface":"%s","address":"10.64.0.1/16","listen_port":51820,"peers":[' "$IF"
-    awk '{printf "%s{\"public_key\":\"%s\",\"endpoint\":\"%s\",\"allowed_ips\":[\"%s\"]}", (NR>1?",":""), $1, $2, $3}' "$peers"
-    printf ']}\n'
-  }
-}
 wg_conf() {  # wg_conf PEERS [KEY_FILE PORT]
   local peers=$1
   printf '[Interface]\nPrivateKey = %s\nListenPort = %s\n' "$(cat "${2:-$DIR/priv}")" "${3:-51820}"
@@ -195,7 +181,7 @@ APPLY=("$AGENT" mesh apply --overlay-cidr 10.64.0.0/16 --backend "$BACKEND" --fi
 lib_ns() { sed -n 's/.*; \([0-9.]*\) ms$/\1/p' "$1" | awk '{printf "%d\n", $1 * 1e6}'; }
 
 : >"$DIR/none"
-mesh_json "$DIR/none" >"$DIR/empty.json"
+mesh_json "$DIR/none" "$IF" >"$DIR/empty.json"
 apply_a "$DIR/empty.json" >/dev/null
 # The anchor needs the private key in a file; for the benchmark only, read
 # it from the live interface (wg showconf) and keep it in the temp dir.
@@ -229,7 +215,7 @@ printf '%-8s %12s %12s %8s %18s %14s %10s %16s %10s\n' peers agent_ms wg_ms rati
 verdict=()
 for N in 250 1000; do
   if [ -n "${PEERS_DIR:-}" ] && [ -f "$PEERS_DIR/p$N" ]; then cp "$PEERS_DIR/p$N" "$DIR/p$N"; else gen_peers "$N" "$DIR/p$N"; fi
-  mesh_json "$DIR/p$N" >"$DIR/m$N.json"
+  mesh_json "$DIR/p$N" "$IF" >"$DIR/m$N.json"
   wg_conf "$DIR/p$N" >"$DIR/w$N.conf"
   wg_conf "$DIR/none" >"$DIR/w0.conf"
   : >"$DIR/ta"
@@ -275,7 +261,7 @@ done
 head -n 248 "$DIR/p250" >"$DIR/mix"
 echo "$pubB 192.168.78.2:51820 10.64.200.2/32" >>"$DIR/mix"
 echo "$pubC 192.168.78.3:51820 10.64.200.3/32" >>"$DIR/mix"
-mesh_json "$DIR/mix" >"$DIR/mix.json"
+mesh_json "$DIR/mix" "$IF" >"$DIR/mix.json"
 apply_a "$DIR/mix.json" >/dev/null
 inA ping -n -q -c 1 -W 2 10.64.200.2 >/dev/null
 inA ping -n -q -c 1 -W 2 10.64.200.3 >/dev/null
@@ -288,7 +274,7 @@ for ((r = 0; r < ONE_RUNS; r++)); do
   sleep 1.1  # handshake times have one-second resolution
   # Move synthetic peer 0 to a new endpoint, then back on the next run.
   sed "1s/ [^ ]*:51820 / 198.51.100.$((r % 200 + 1)):5182$((r % 10)) /" "$DIR/mix" >"$DIR/mix2"
-  mesh_json "$DIR/mix2" >"$DIR/mix2.json"
+  mesh_json "$DIR/mix2" "$IF" >"$DIR/mix2.json"
   timed_a "$DIR/one.txt" "${APPLY[@]}" "$DIR/mix2.json" >>"$DIR/t1"
   lib_ns "$DIR/one.txt" >>"$DIR/t1lib"
   grep -q '; peers +0 -0 ~1; ' "$DIR/one.txt" || { echo "one-peer change did not update exactly one peer: $(cat "$DIR/one.txt")" >&2; exit 1; }
@@ -352,7 +338,7 @@ put_mesh() {
   inA curl -s -m 30 -o "$2" -w '%{http_code}' -X PUT -H "Authorization: Bearer $(cat "$DIR/token")" \
     -H 'Content-Type: application/json' --data-binary @"$1" "http://127.0.0.1:$DPORT/v1/mesh"
 }
-daemon_json() { mesh_json "$1" | sed "s/\"interface\":\"$IF\"/\"interface\":\"fbm${T}d\"/; s/\"listen_port\":51820/\"listen_port\":51821/"; }
+daemon_json() { mesh_json "$1" "$IF" | sed "s/\"interface\":\"$IF\"/\"interface\":\"fbm${T}d\"/; s/\"listen_port\":51820/\"listen_port\":51821/"; }
 daemon_json "$DIR/mix" >"$DIR/d.json"
 code=$(put_mesh "$DIR/d.json" "$DIR/d.out")
 [ "$code" = 200 ] || { echo "PUT /v1/mesh answered $code: $(cat "$DIR/d.out")" >&2; exit 1; }
