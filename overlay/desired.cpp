@@ -409,7 +409,7 @@ ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
             p.endpoint = *e;
         }
       }
-      const RawList<Raw>& ips = pj.allowed_ips;
+      const RawIps& ips = pj.allowed_ips;
       if (ips.kind == Raw::Absent) {
         ck.fail(Field::of_peer(i, ".allowed_ips"), nullptr,
                 "required: a list of prefixes inside " + net.str());

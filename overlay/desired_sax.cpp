@@ -155,7 +155,7 @@ class RawSax {
     const struct {
       std::string_view name;
       Raw* field;
-      RawList<Raw>* list;
+      RawIps* list;
     } keys[] = {{"public_key", &p.public_key, nullptr},
                 {"endpoint", &p.endpoint, nullptr},
                 {"persistent_keepalive", &p.persistent_keepalive, nullptr},
@@ -202,7 +202,7 @@ class RawSax {
   const OnInterface* on_interface_;
   State state_ = Start;
   Raw* field_ = nullptr;          // the scalar field whose value comes next
-  RawList<Raw>* list_ = nullptr;  // allowed_ips, whose list comes next
+  RawIps* list_ = nullptr;        // allowed_ips, whose list comes next
   Raw peers_marker_;              // field_ == &peers_marker_: the value of "peers" comes next
   unsigned seen_ = 0;             // keys seen: top level in bits 8-15, the current peer in bits 0-3
 };
