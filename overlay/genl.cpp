@@ -66,7 +66,7 @@ int put_allowed_ip(nl_msg* m, const IpPrefix& a) {
 }  // namespace
 
 void WipedMsgFree::operator()(nl_msg* m) const {
-  secure_wipe(nlmsg_hdr(m), nlmsg_get_max_size(m));
+  if (secret) secure_wipe(nlmsg_hdr(m), nlmsg_get_max_size(m));
   nlmsg_free(m);
 }
 
@@ -76,7 +76,8 @@ std::vector<WipedMsg> genl_build_set(const Device& ch, uint16_t family_id, size_
   size_t ii = 0;  // next allowed IP of peer pi (0: the peer's head is not sent yet)
   bool first = true;
   for (;;) {
-    WipedMsg msg(nlmsg_alloc_size(max_bytes));
+    // Only the first message can carry the private key.
+    WipedMsg msg(nlmsg_alloc_size(max_bytes), WipedMsgFree{first && ch.private_key.has_value()});
     if (!msg) return {};
     nl_msg* m = msg.get();
     if (!genlmsg_put(m, NL_AUTO_PORT, NL_AUTO_SEQ, family_id, 0, NLM_F_REQUEST | NLM_F_ACK, WG_CMD_SET_DEVICE,
