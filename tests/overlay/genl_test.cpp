@@ -124,6 +124,21 @@ TEST_CASE("genl: 1000 peers split over page-sized SET_DEVICE messages decode bac
   compare(want, *got);
 }
 
+TEST_CASE("genl: only the request that carries the private key is wiped when freed", "[genl]") {
+  Device want = big_change(200, 0, 1);
+  REQUIRE(want.private_key);
+  auto msgs = genl_build_set(want, 0x1234, 4096);
+  REQUIRE(msgs.size() > 2);
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    INFO("message " << i);
+    CHECK(msgs[i].get_deleter().secret == (i == 0));
+  }
+  want.private_key.reset();  // peers alone: nothing secret in any request
+  auto plain = genl_build_set(want, 0x1234, 4096);
+  REQUIRE(plain.size() > 2);
+  for (const auto& m : plain) CHECK_FALSE(m.get_deleter().secret);
+}
+
 TEST_CASE("genl: nests carry NLA_F_NESTED and a tiny limit fails instead of looping", "[genl]") {
   Device d = big_change(3, 99, 0);
   auto msgs = fa_test::bytes_of(genl_build_set(d, 20, 4096));
