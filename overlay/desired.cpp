@@ -9,7 +9,9 @@
 #include <bit>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "common/json.hpp"
@@ -219,47 +221,45 @@ bool valid_name(std::string_view s, size_t max) {
 
 bool present(const Raw& r) { return r.kind != Raw::Absent && r.kind != Raw::Null; }
 
-// Insert-only open-addressing table in one allocation, for the duplicate
-// checks: validation inserts every peer's key and every allowed IP once, and
-// a node per entry (std::unordered_map) was ~500 allocations and frees for
-// 250 peers.
+// Insert-only open-addressing table for the duplicate checks: validation
+// inserts every peer's key and every allowed IP once (a node per entry, as
+// std::unordered_map has, was ~500 allocations and frees for 250 peers). The
+// slots hold 4-byte indexes into the entries, which are stored in insertion
+// order: only the slots are zeroed (4 KiB for 500 entries, not the 48 KiB of
+// slots holding the entries themselves, ~0.1 ms of memset in the lab's VM).
 template <class K, class V, class Hash>
 class FlatIndex {
  public:
-  explicit FlatIndex(size_t expected) : slots_(std::bit_ceil(2 * expected + 2)) {}
+  explicit FlatIndex(size_t expected) : slots_(std::bit_ceil(2 * expected + 2)) {
+    entries_.reserve(expected);
+  }
   // The value stored for k before, or nullptr once v is stored for it.
   const V* insert(const K& k, const V& v) {
-    if (2 * (used_ + 1) > slots_.size()) grow();
-    Slot& s = find(k);
-    if (s.used) return &s.value;
-    s = Slot{k, v, true};
-    ++used_;
+    if (2 * (entries_.size() + 1) > slots_.size()) grow();
+    uint32_t& s = find(k);
+    if (s != 0) return &entries_[s - 1].second;
+    entries_.emplace_back(k, v);
+    s = static_cast<uint32_t>(entries_.size());
     return nullptr;
   }
 
  private:
-  struct Slot {
-    K key{};
-    V value{};
-    bool used = false;
-  };
-  Slot& find(const K& k) {
+  // The slot of k, or the empty slot where it goes (0: empty, else entry + 1).
+  uint32_t& find(const K& k) {
     // The slot from the top bits of the hash times 2^64/phi (Fibonacci
     // hashing): the low bits of a hash may all be the same (the first
     // bytes of 10.42.x.y addresses are).
     const size_t mask = slots_.size() - 1;
     const int shift = 64 - std::countr_zero(slots_.size());
     for (size_t i = (uint64_t{Hash{}(k)} * 0x9e3779b97f4a7c15ULL) >> shift;; i = (i + 1) & mask)
-      if (!slots_[i].used || slots_[i].key == k) return slots_[i];
+      if (slots_[i] == 0 || entries_[slots_[i] - 1].first == k) return slots_[i];
   }
   void grow() {
-    std::vector<Slot> old(2 * slots_.size());
-    old.swap(slots_);
-    for (const Slot& s : old)
-      if (s.used) find(s.key) = s;
+    std::vector<uint32_t>(2 * slots_.size()).swap(slots_);
+    for (size_t e = 0; e < entries_.size(); ++e) find(entries_[e].first) = static_cast<uint32_t>(e + 1);
   }
-  std::vector<Slot> slots_;
-  size_t used_ = 0;
+  std::vector<uint32_t> slots_;
+  std::vector<std::pair<K, V>> entries_;
 };
 
 struct PrefixHash {
@@ -271,15 +271,174 @@ struct PrefixHash {
   }
 };
 
-ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
+// This node's address from the document's `address` (an error in ck when it
+// is missing or wrong).
+std::optional<IpPrefix> check_address(const Raw& raw, const IpPrefix& net, Checker& ck) {
+  if (raw.kind == Raw::Absent) {
+    ck.fail("address", nullptr,
+            "required: this node's overlay address inside " + net.str() + ", e.g. " +
+                IpPrefix{net.family, net.addr, net.len}.str());
+    return std::nullopt;
+  }
+  auto s = ck.str("address", raw);
+  if (!s) return std::nullopt;
+  auto a = IpPrefix::parse(*s);
+  if (a && s->find('/') == std::string_view::npos) a->len = net.len;
+  IpPrefix host = a ? *a : IpPrefix{};
+  host.len = 32;
+  IpPrefix bcast = net;
+  for (int i = net.len; i < 32; ++i) bcast.addr[i / 8] |= static_cast<uint8_t>(0x80 >> (i % 8));
+  bcast.len = 32;
+  IpPrefix netaddr = net;
+  netaddr.len = 32;
+  if (!a || a->family != AF_INET || a->len != net.len || !net.contains(host) || host == netaddr ||
+      (net.len < 31 && host == bcast)) {
+    ck.fail("address", &raw,
+            "expected a host address inside the overlay " + net.str() + " written with /" +
+                std::to_string(net.len) + " (not the network or broadcast address)");
+    return std::nullopt;
+  }
+  return *a;
+}
+
+// The checks of the peer entries, in document order, with the state they
+// share (the keys and allowed IPs seen so far, this node's address). Fed by
+// validate() from a RawMesh holding every entry, or by the SAX reader one
+// entry at a time as it reads them (PeerStream): the same checks in the same
+// order, so the same errors in the same order.
+class PeerCheck final : public PeerStream {
+ public:
+  PeerCheck(const IpPrefix& net, size_t expected) : net_(net), seen_keys_(expected), seen_ips_(expected) {
+    peers.reserve(expected);
+  }
+  void set_self(const std::optional<IpPrefix>& address) {
+    have_address_ = address.has_value();
+    if (address) {
+      self_ = *address;
+      self_.len = 32;
+    }
+  }
+  // The SAX reader takes the peers one at a time only when `address` came
+  // before them: an allowed IP covering this node's address is an error at
+  // its place among the peer's (what address() says in validate() is only
+  // told after, with the other fields, in their order).
+  bool begin(const RawMesh& so_far) override {
+    if (so_far.address.kind == Raw::Absent) return false;
+    Checker quiet;
+    set_self(check_address(so_far.address, net_, quiet));
+    return true;
+  }
+  void peer(size_t i, const RawPeer& pj) override { check(i, pj); }
+
+  void check(size_t i, const RawPeer& pj) {
+    if (pj.not_mapping) {
+      ck.fail(Field::of_peer(i), *pj.not_mapping,
+              "expected a mapping with public_key, endpoint, allowed_ips, persistent_keepalive");
+      return;
+    }
+    ck.known_keys(Field::of_peer(i, "."), pj.unknown, kPeerKeys);
+    DesiredPeer p;
+    bool ok = true;
+    if (pj.public_key.kind == Raw::Absent) {
+      ck.fail(Field::of_peer(i, ".public_key"), nullptr,
+              "required: the peer's base64 public key (44 characters)");
+      ok = false;
+    } else if (auto s = ck.str(Field::of_peer(i, ".public_key"), pj.public_key)) {
+      auto k = public_key_from_base64(*s);
+      if (!k) {
+        ck.fail(Field::of_peer(i, ".public_key"), &pj.public_key, k.error().message);
+        ok = false;
+      } else if (const size_t* first = seen_keys_.insert(*k, i)) {
+        ck.fail(Field::of_peer(i, ".public_key"), &pj.public_key,
+                "duplicate: same key as peers[" + std::to_string(*first) + "]; public keys must be unique");
+        ok = false;
+      } else {
+        p.public_key = *k;
+      }
+    } else {
+      ok = false;
+    }
+    if (present(pj.endpoint)) {
+      if (auto s = ck.str(Field::of_peer(i, ".endpoint"), pj.endpoint)) {
+        auto e = Endpoint::parse(*s);
+        if (!e)
+          ck.fail(Field::of_peer(i, ".endpoint"), &pj.endpoint,
+                  "expected IPv4:port or [IPv6]:port with port 1-65535");
+        else
+          p.endpoint = *e;
+      }
+    }
+    const RawIps& ips = pj.allowed_ips;
+    if (ips.kind == Raw::Absent) {
+      ck.fail(Field::of_peer(i, ".allowed_ips"), nullptr,
+              "required: a list of prefixes inside " + net_.str());
+    } else if (!ips.is_list()) {
+      ck.fail(Field::of_peer(i, ".allowed_ips"), ips.other,
+              "expected a list of prefixes inside " + net_.str());
+    } else {
+      p.allowed_ips.reserve(ips.items.size());
+      for (size_t j = 0; j < ips.items.size(); ++j) {
+        const Field f = Field::of_peer(i, ".allowed_ips", j);
+        auto s = ck.str(f, ips.items[j]);
+        if (!s) continue;
+        auto a = IpPrefix::parse(*s);
+        // Only overlay addresses: a peer announcing 0.0.0.0/0 or a
+        // host's LAN would pull the provider's own traffic into the mesh.
+        if (!a || !net_.contains(*a)) {
+          ck.fail(f, &ips.items[j],
+                  "expected a prefix inside the overlay " + net_.str() + ", e.g. 10.42.0.2/32");
+          continue;
+        }
+        IpPrefix n = a->network();
+        if (const auto* first = seen_ips_.insert(n, std::pair{i, j})) {
+          ck.fail(f, &ips.items[j],
+                  "duplicate: already routed to peers[" + std::to_string(first->first) + "].allowed_ips[" +
+                      std::to_string(first->second) + "]; one node per address");
+          continue;
+        }
+        if (have_address_ && n.contains(self_)) {
+          ck.fail(f, &ips.items[j],
+                  "covers this node's own address " + self_.str() + "; one node per address");
+          continue;
+        }
+        p.allowed_ips.push_back(*a);
+      }
+    }
+    if (present(pj.persistent_keepalive))
+      if (auto n = ck.integer(Field::of_peer(i, ".persistent_keepalive"), pj.persistent_keepalive, 0, 65535,
+                              "0-65535 seconds (0 = off)"))
+        p.persistent_keepalive = static_cast<uint16_t>(*n);
+    if (ok) peers.push_back(std::move(p));
+  }
+
+  Checker ck;                      // the peers' errors
+  std::vector<DesiredPeer> peers;  // the entries without an error in their key
+
+ private:
+  IpPrefix net_;
+  bool have_address_ = false;
+  IpPrefix self_;
+  FlatIndex<Key, size_t, KeyHash> seen_keys_;
+  FlatIndex<IpPrefix, std::pair<size_t, size_t>, PrefixHash> seen_ips_;  // -> peers[i].allowed_ips[j]
+};
+
+std::optional<IpPrefix> overlay_net(const ParseOptions& opt) {
+  auto cidr = IpPrefix::parse(opt.overlay_cidr);
+  if (!cidr || cidr->family != AF_INET) return std::nullopt;
+  return cidr->network();
+}
+
+// streamed: the checks the SAX reader fed with the peers as it read them
+// (doc.peers_streamed), else validate() runs them over doc.peers.
+ParseResult validate(const RawMesh& doc, const ParseOptions& opt, PeerCheck* streamed = nullptr) {
   ParseResult r;
   Checker ck;
-  auto cidr = IpPrefix::parse(opt.overlay_cidr);
-  if (!cidr || cidr->family != AF_INET) {
+  auto netp = overlay_net(opt);
+  if (!netp) {
     r.errors.push_back({"overlay_cidr", opt.overlay_cidr, "expected an IPv4 prefix like 10.42.0.0/24"});
     return r;
   }
-  IpPrefix net = cidr->network();
+  const IpPrefix net = *netp;
   if (doc.not_mapping) {
     r.errors.push_back({"", *doc.not_mapping, "the mesh document must be a mapping/object"});
     return r;
@@ -307,31 +466,8 @@ ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
     }
   }
 
-  bool have_address = false;
-  if (doc.address.kind == Raw::Absent) {
-    ck.fail("address", nullptr,
-            "required: this node's overlay address inside " + net.str() + ", e.g. " +
-                IpPrefix{net.family, net.addr, net.len}.str());
-  } else if (auto s = ck.str("address", doc.address)) {
-    auto a = IpPrefix::parse(*s);
-    if (a && s->find('/') == std::string_view::npos) a->len = net.len;
-    IpPrefix host = a ? *a : IpPrefix{};
-    host.len = 32;
-    IpPrefix bcast = net;
-    for (int i = net.len; i < 32; ++i) bcast.addr[i / 8] |= static_cast<uint8_t>(0x80 >> (i % 8));
-    bcast.len = 32;
-    IpPrefix netaddr = net;
-    netaddr.len = 32;
-    if (!a || a->family != AF_INET || a->len != net.len || !net.contains(host) || host == netaddr ||
-        (net.len < 31 && host == bcast)) {
-      ck.fail("address", &doc.address,
-              "expected a host address inside the overlay " + net.str() + " written with /" +
-                  std::to_string(net.len) + " (not the network or broadcast address)");
-    } else {
-      m.address = *a;
-      have_address = true;
-    }
-  }
+  auto address = check_address(doc.address, net, ck);
+  if (address) m.address = *address;
 
   if (doc.listen_port.kind != Raw::Absent)
     if (auto n = ck.integer("listen_port", doc.listen_port, 1, 65535, "1-65535"))
@@ -361,96 +497,19 @@ ParseResult validate(const RawMesh& doc, const ParseOptions& opt) {
     }
   }
 
-  FlatIndex<Key, size_t, KeyHash> seen_keys(doc.peers.items.size());
-  // -> peers[i].allowed_ips[j]
-  FlatIndex<IpPrefix, std::pair<size_t, size_t>, PrefixHash> seen_ips(doc.peers.items.size());
-  IpPrefix self = m.address;
-  self.len = 32;
+  std::optional<PeerCheck> own;
+  PeerCheck* pc = doc.peers_streamed ? streamed : nullptr;
   if (doc.peers.kind == Raw::Other) {
     ck.fail("peers", doc.peers.other, "expected a list of peers");
-  } else if (doc.peers.is_list()) {
-    m.peers.reserve(doc.peers.items.size());
-    for (size_t i = 0; i < doc.peers.items.size(); ++i) {
-      const RawPeer& pj = doc.peers.items[i];
-      if (pj.not_mapping) {
-        ck.fail(Field::of_peer(i), *pj.not_mapping,
-                "expected a mapping with public_key, endpoint, allowed_ips, persistent_keepalive");
-        continue;
-      }
-      ck.known_keys(Field::of_peer(i, "."), pj.unknown, kPeerKeys);
-      DesiredPeer p;
-      bool ok = true;
-      if (pj.public_key.kind == Raw::Absent) {
-        ck.fail(Field::of_peer(i, ".public_key"), nullptr,
-                "required: the peer's base64 public key (44 characters)");
-        ok = false;
-      } else if (auto s = ck.str(Field::of_peer(i, ".public_key"), pj.public_key)) {
-        auto k = public_key_from_base64(*s);
-        if (!k) {
-          ck.fail(Field::of_peer(i, ".public_key"), &pj.public_key, k.error().message);
-          ok = false;
-        } else if (const size_t* first = seen_keys.insert(*k, i)) {
-          ck.fail(Field::of_peer(i, ".public_key"), &pj.public_key,
-                  "duplicate: same key as peers[" + std::to_string(*first) + "]; public keys must be unique");
-          ok = false;
-        } else {
-          p.public_key = *k;
-        }
-      } else {
-        ok = false;
-      }
-      if (present(pj.endpoint)) {
-        if (auto s = ck.str(Field::of_peer(i, ".endpoint"), pj.endpoint)) {
-          auto e = Endpoint::parse(*s);
-          if (!e)
-            ck.fail(Field::of_peer(i, ".endpoint"), &pj.endpoint,
-                    "expected IPv4:port or [IPv6]:port with port 1-65535");
-          else
-            p.endpoint = *e;
-        }
-      }
-      const RawIps& ips = pj.allowed_ips;
-      if (ips.kind == Raw::Absent) {
-        ck.fail(Field::of_peer(i, ".allowed_ips"), nullptr,
-                "required: a list of prefixes inside " + net.str());
-      } else if (!ips.is_list()) {
-        ck.fail(Field::of_peer(i, ".allowed_ips"), ips.other,
-                "expected a list of prefixes inside " + net.str());
-      } else {
-        p.allowed_ips.reserve(ips.items.size());
-        for (size_t j = 0; j < ips.items.size(); ++j) {
-          const Field f = Field::of_peer(i, ".allowed_ips", j);
-          auto s = ck.str(f, ips.items[j]);
-          if (!s) continue;
-          auto a = IpPrefix::parse(*s);
-          // Only overlay addresses: a peer announcing 0.0.0.0/0 or a
-          // host's LAN would pull the provider's own traffic into the mesh.
-          if (!a || !net.contains(*a)) {
-            ck.fail(f, &ips.items[j],
-                    "expected a prefix inside the overlay " + net.str() + ", e.g. 10.42.0.2/32");
-            continue;
-          }
-          IpPrefix n = a->network();
-          if (const auto* first = seen_ips.insert(n, std::pair{i, j})) {
-            ck.fail(f, &ips.items[j],
-                    "duplicate: already routed to peers[" + std::to_string(first->first) + "].allowed_ips[" +
-                        std::to_string(first->second) + "]; one node per address");
-            continue;
-          }
-          if (have_address && n.contains(self)) {
-            ck.fail(f, &ips.items[j],
-                    "covers this node's own address " + self.str() + "; one node per address");
-            continue;
-          }
-          p.allowed_ips.push_back(*a);
-        }
-      }
-      if (present(pj.persistent_keepalive))
-        if (auto n = ck.integer(Field::of_peer(i, ".persistent_keepalive"), pj.persistent_keepalive, 0, 65535,
-                                "0-65535 seconds (0 = off)"))
-          p.persistent_keepalive = static_cast<uint16_t>(*n);
-      if (ok) m.peers.push_back(std::move(p));
-    }
+  } else if (doc.peers.is_list() && !pc) {
+    pc = &own.emplace(net, doc.peers.items.size());
+    pc->set_self(address);
+    for (size_t i = 0; i < doc.peers.items.size(); ++i) pc->check(i, doc.peers.items[i]);
+  }
+  if (pc) {
+    ck.errors.insert(ck.errors.end(), std::make_move_iterator(pc->ck.errors.begin()),
+                     std::make_move_iterator(pc->ck.errors.end()));
+    m.peers = std::move(pc->peers);
   }
   r.errors = std::move(ck.errors);
   if (r.errors.empty()) r.mesh = std::move(m);
@@ -473,10 +532,14 @@ ParseResult parse_desired(const json& doc, const ParseOptions& opt) {
 
 std::optional<ParseResult> parse_desired_json_sax(std::string_view text, const ParseOptions& opt) {
   RawMesh raw;
-  // A peer takes at least 64 characters of JSON: no regrowth of the list.
-  raw.peers.items.reserve(text.size() / 64);
-  if (!read_json_sax(text, raw, &opt.on_interface)) return std::nullopt;
-  return validate(raw, opt);
+  // A peer takes at least 64 characters of JSON: room for every peer
+  // without regrowth, whether they are kept or checked as they are read.
+  const size_t most_peers = text.size() / 64;
+  std::optional<PeerCheck> stream;
+  if (auto net = overlay_net(opt)) stream.emplace(*net, most_peers);
+  if (!read_json_sax(text, raw, &opt.on_interface, stream ? &*stream : nullptr, most_peers))
+    return std::nullopt;
+  return validate(raw, opt, stream ? &*stream : nullptr);
 }
 
 namespace {

@@ -31,6 +31,7 @@ class TextStore {
       left_ = std::max<size_t>(s.size(), 16 * 1024);
       blocks_.emplace_back(new char[left_]);
       next_ = blocks_.back().get();
+      if (blocks_.size() == 1) first_size_ = left_;
     }
     char* p = next_;
     std::memcpy(p, s.data(), s.size());
@@ -38,11 +39,20 @@ class TextStore {
     left_ -= s.size();
     return {p, s.size()};
   }
+  // Forgets what was kept (every view handed out dangles), keeping the
+  // first block for what comes next.
+  void clear() {
+    if (blocks_.empty()) return;
+    blocks_.resize(1);
+    next_ = blocks_[0].get();
+    left_ = first_size_;
+  }
 
  private:
   std::vector<std::unique_ptr<char[]>> blocks_;
   char* next_ = nullptr;
   size_t left_ = 0;
+  size_t first_size_ = 0;
 };
 
 // The document as the validator reads it, whichever parser produced it: for
@@ -114,8 +124,24 @@ struct RawMesh {
   std::optional<std::string> not_mapping;
   Unknown unknown;
   Raw cluster_id, interface, address, listen_port, private_key_file, mtu, netns;
+  // With peers_streamed, peers.items is not the list: each entry went to a
+  // PeerStream as it was read (peers.kind still says what the field was).
   RawList<RawPeer> peers;
+  bool peers_streamed = false;
   TextStore store;
+};
+
+// Takes a document's peer entries one at a time, as the SAX reader ends
+// each, instead of the RawMesh keeping them all (for 250 peers ~70 KiB of
+// entries and ~20 KiB of their text, each page of it a fault to fill).
+class PeerStream {
+ public:
+  virtual ~PeerStream() = default;
+  // Called at the start of the peer list with the fields read so far:
+  // whether to take the entries one at a time (else the RawMesh keeps them).
+  virtual bool begin(const RawMesh& so_far) = 0;
+  // Entry i; its views into the text are valid during the call only.
+  virtual void peer(size_t i, const RawPeer& p) = 0;
 };
 
 const std::initializer_list<const char*> kTopKeys = {
@@ -133,7 +159,10 @@ bool valid_ifname(std::string_view s);
 // which yields the same RawMesh for every document this accepts and the
 // exact messages for the rest. on_interface, if set, is called with the
 // interface name as soon as it is read (only a name that passes validation).
+// stream, if set and its begin() agrees, takes the peer entries as they are
+// read (m.peers_streamed); else m keeps them, with room for most_peers.
 bool read_json_sax(std::string_view text, RawMesh& m,
-                   const std::function<void(const std::string&)>* on_interface);
+                   const std::function<void(const std::string&)>* on_interface, PeerStream* stream = nullptr,
+                   size_t most_peers = 0);
 
 }  // namespace fa::overlay::detail

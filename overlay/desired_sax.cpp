@@ -43,8 +43,8 @@ struct Cursor {
 class RawSax {
  public:
   using OnInterface = std::function<void(const std::string&)>;
-  explicit RawSax(RawMesh& m, const OnInterface* on_interface = nullptr)
-      : m_(m), on_interface_(on_interface) {}
+  RawSax(RawMesh& m, const OnInterface* on_interface, PeerStream* stream, size_t most_peers)
+      : m_(m), on_interface_(on_interface), stream_(stream), most_peers_(most_peers) {}
 
   bool null() { return scalar(Raw::of(Raw::Null)); }
   bool boolean(bool) { return false; }
@@ -62,7 +62,9 @@ class RawSax {
   bool number_float(json::number_float_t, const json::string_t&) { return false; }
   bool string(json::string_t& v) {
     Raw r = Raw::of(Raw::String);
-    r.s = m_.store.keep(v);  // a copy: the lexer keeps its buffer (and its capacity) for the next token
+    // A copy: the lexer keeps its buffer (and its capacity) for the next
+    // token. A streamed peer's strings live until the next peer only.
+    r.s = (m_.peers_streamed && (state_ == Peer || state_ == Ips) ? peer_store_ : m_.store).keep(v);
     return scalar(std::move(r));
   }
   bool binary(json::binary_t&) { return false; }
@@ -72,6 +74,10 @@ class RawSax {
       return true;
     }
     if (state_ == Peers) {
+      if (m_.peers_streamed) {  // one entry, reused
+        m_.peers.items.clear();
+        peer_store_.clear();
+      }
       m_.peers.items.emplace_back();
       state_ = Peer;
       seen_ &= ~0xffu;
@@ -81,6 +87,7 @@ class RawSax {
   }
   bool end_object() {
     if (state_ == Peer) {
+      if (m_.peers_streamed) stream_->peer(streamed_++, m_.peers.items.back());
       state_ = Peers;
       return true;
     }
@@ -93,6 +100,8 @@ class RawSax {
   bool start_array(std::size_t) {
     if (state_ == Top && field_ == &peers_marker_) {
       m_.peers.kind = Raw::List;
+      m_.peers_streamed = stream_ && stream_->begin(m_);
+      m_.peers.items.reserve(m_.peers_streamed ? 1 : most_peers_);
       state_ = Peers;
       field_ = nullptr;
       return true;
@@ -200,6 +209,10 @@ class RawSax {
 
   RawMesh& m_;
   const OnInterface* on_interface_;
+  PeerStream* stream_;
+  size_t most_peers_;
+  size_t streamed_ = 0;   // entries handed to stream_
+  TextStore peer_store_;  // the strings of a streamed entry
   State state_ = Start;
   Raw* field_ = nullptr;          // the scalar field whose value comes next
   RawIps* list_ = nullptr;        // allowed_ips, whose list comes next
@@ -210,8 +223,9 @@ class RawSax {
 }  // namespace
 
 bool read_json_sax(std::string_view text, RawMesh& m,
-                   const std::function<void(const std::string&)>* on_interface) {
-  RawSax sax(m, on_interface);
+                   const std::function<void(const std::string&)>* on_interface, PeerStream* stream,
+                   size_t most_peers) {
+  RawSax sax(m, on_interface, stream, most_peers);
   return json::sax_parse(Cursor{text.data()}, Cursor{text.data() + text.size()}, &sax) && sax.done();
 }
 

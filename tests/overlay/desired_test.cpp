@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <catch2/catch.hpp>
 
+#include "overlay/desired_raw.hpp"
 #include "overlay/internal.hpp"
 #include "overlay/overlay.hpp"
 
@@ -209,6 +210,20 @@ TEST_CASE("JSON text is read without a document when it has the usual shape, wit
       doc("", p0 + "," + peer(a, R"("allowed_ips": ["10.42.0.2/32", "10.42.0.1/32"], "endpoint": null)")),
       doc("", peer("short", R"("allowed_ips": null)") + "," + peer(b, R"("allowed_ips": [])")),
       R"({"cluster_id": null, "interface": "this-name-is-too-long", "address": 7, "peers": [{"endpoint": 1}]})",
+      // Peers checked as they are read (address before them) and kept
+      // (address after them, or none): errors among the peers, one covering
+      // this node's address, duplicates, and top-level errors after the list.
+      doc("", p0 + "," + peer(b, R"("allowed_ips": ["10.42.0.1/32", "10.42.0.2/32", "10.42.0.4/32"],
+                                   "endpoint": "x:1")") +
+                  "," + peer(a, R"("allowed_ips": ["10.42.0.5/32"])")),
+      R"({"cluster_id": "c", "address": "10.42.0.1/24", "peers": [)" + p0 + "," +
+          peer(b, R"("allowed_ips": ["10.42.0.1/32"], "persistent_keepalive": 70000)") +
+          R"(], "mtu": 99999, "interface": "a/b"})",
+      R"({"cluster_id": "c", "peers": [)" + p0 + "," + peer(b, R"("allowed_ips": ["10.42.0.1/32"])") +
+          R"(], "address": "10.42.0.1/24"})",
+      R"({"cluster_id": "c", "peers": [)" + p0 + "," + peer(a, R"("allowed_ips": ["10.42.0.2/32"])") + "]}",
+      R"({"cluster_id": "c", "address": "10.42.0.0/24", "peers": [)" +
+          peer(b, R"("allowed_ips": ["10.42.0.0/24"])") + "]}",
   };
   // Left to the document: anything else.
   const std::vector<std::string> other = {
@@ -241,6 +256,22 @@ TEST_CASE("JSON text is read without a document when it has the usual shape, wit
   }
   CHECK(parse_desired_json(usual[0]).ok());
   CHECK(parse_desired_json(usual[4]).errors.size() == 2);
+  // The own-address error stands among the peer's, wherever `address` is.
+  for (size_t t : {10u, 11u, 12u}) {
+    INFO(usual[t]);
+    bool own = false;
+    for (const auto& e : parse_desired_json(usual[t]).errors)
+      own |= e.message.find("covers this node's own address 10.42.0.1/32") != std::string::npos;
+    CHECK(own);
+  }
+  CHECK(parse_desired_json(usual[10]).errors.size() ==
+        4);                                          // own address, duplicate IP, endpoint, duplicate key
+  auto late = parse_desired_json(usual[11]).errors;  // top-level errors first, in field order
+  REQUIRE(late.size() == 4);
+  CHECK(late[0].field == "interface");
+  CHECK(late[1].field == "mtu");
+  CHECK(late[2].field == "peers[1].allowed_ips[0]");
+  CHECK(late[3].field == "peers[1].persistent_keepalive");
   for (const auto& t : other) {
     INFO(t);
     CHECK_FALSE(parse_desired_json_sax(t, {}).has_value());
@@ -253,6 +284,54 @@ TEST_CASE("JSON text is read without a document when it has the usual shape, wit
     CHECK_FALSE(parse_desired_json_sax(bad, {}).has_value());
     CHECK_THROWS_AS(parse_desired_json(bad), json::parse_error);
   }
+}
+
+TEST_CASE("the SAX reader hands the peers over one at a time when its stream takes them", "[desired]") {
+  using namespace fa::overlay::detail;
+  struct Recorder final : PeerStream {
+    bool take = true;
+    std::string address_at_begin;
+    std::vector<size_t> index;
+    std::vector<std::string> keys, first_ip;
+    bool begin(const RawMesh& so_far) override {
+      address_at_begin = std::string(so_far.address.s);
+      return take;
+    }
+    void peer(size_t i, const RawPeer& p) override {
+      index.push_back(i);
+      keys.emplace_back(p.public_key.s);
+      first_ip.emplace_back(p.allowed_ips.items.empty() ? "" : p.allowed_ips.items[0].s);
+    }
+  };
+  std::string text = R"({"cluster_id": "c", "address": "10.42.0.1/24", "peers": [)";
+  for (int i = 0; i < 40; ++i)
+    text += std::string(i ? "," : "") + R"({"public_key": "key-)" + std::to_string(i) +
+            R"(", "allowed_ips": ["10.42.0.)" + std::to_string(i + 2) + R"(/32"]})";
+  text += R"(], "mtu": 1420})";
+
+  Recorder taken;
+  RawMesh m;
+  REQUIRE(read_json_sax(text, m, nullptr, &taken, 40));
+  CHECK(m.peers_streamed);
+  CHECK(m.peers.is_list());
+  CHECK(m.peers.items.size() <= 1);  // one entry, reused
+  CHECK(taken.address_at_begin == "10.42.0.1/24");
+  REQUIRE(taken.index.size() == 40);
+  for (size_t i = 0; i < 40; ++i) {
+    CHECK(taken.index[i] == i);
+    CHECK(taken.keys[i] == "key-" + std::to_string(i));
+    CHECK(taken.first_ip[i] == "10.42.0." + std::to_string(i + 2) + "/32");
+  }
+  CHECK(m.mtu.u == 1420);  // fields after the list are read as usual
+
+  Recorder refused;
+  refused.take = false;
+  RawMesh kept;
+  REQUIRE(read_json_sax(text, kept, nullptr, &refused, 40));
+  CHECK_FALSE(kept.peers_streamed);
+  CHECK(refused.index.empty());
+  REQUIRE(kept.peers.items.size() == 40);
+  CHECK(kept.peers.items[39].public_key.s == "key-39");
 }
 
 TEST_CASE("a number no double can hold is an error of its field, not an exception", "[desired]") {
