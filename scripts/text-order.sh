@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Writes agent/text-order.txt: the code sections that a `mesh apply` runs, in
+# the order the gold linker lays them out first in fabric-agent's text (see
+# docs/overlay.md, "Startup locality"). Each 64 KiB of text a process touches
+# for the first time costs a page fault; spread over the 2.9 MB binary the
+# path touched ~36 such windows, packed it touches ~10.
+#
+# The list comes from the program itself: callgrind runs, inside the lab VM
+# (docs/lab.md) on kernel WireGuard, a 250-peer push onto an interface without
+# peers, the no-op re-apply of the same file and `--version`; every function
+# they execute in the fabric-agent binary is looked up in the link map
+# (build/agent/fabric-agent.map) for the input section that holds it.
+# Run it again when the apply path changes much: a function missing from the
+# list is only placed after the listed ones (correct, a little slower).
+#
+#   scripts/text-order.sh [BUILD_DIR]        (root; needs valgrind, the lab)
+set -euo pipefail
+
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=$(cd "${1:-$SRC/build}" && pwd)
+BIN=$BUILD/agent/fabric-agent
+MAP=$BUILD/agent/fabric-agent.map
+OUT=$SRC/agent/text-order.txt
+VG_LIB=${VALGRIND_LIB:-/usr/libexec/valgrind}
+for f in "$BIN" "$MAP" /usr/bin/valgrind.bin "$VG_LIB/callgrind-amd64-linux" "$VG_LIB/vgpreload_core-amd64-linux.so"; do
+  [ -e "$f" ] || {
+    echo "text-order: $f is missing (build with gold, the default when it is installed; apt-get install valgrind)" >&2
+    exit 1
+  }
+done
+DIR=$(mktemp -d /tmp/fa-text-order.XXXXXX)
+trap 'rm -rf "$DIR"' EXIT
+
+# gen_peers, mesh_json
+# shellcheck source=bench/mesh/peers.sh
+. "$SRC/bench/mesh/peers.sh"
+: >"$DIR/none"
+gen_peers 250 "$DIR/p250"
+mesh_json "$DIR/none" >"$DIR/empty.json"
+mesh_json "$DIR/p250" >"$DIR/m250.json"
+cp "$BIN" "$DIR/fa" # unstripped: callgrind names the functions
+
+cat >"$DIR/profile.sh" <<'EOF'
+. "$LAB/lib.sh"
+set +e
+cd /tmp
+mkdir -p /tmp/vg
+cp "$LAB_FILES"/* /tmp/
+mv /tmp/callgrind-amd64-linux /tmp/vgpreload_core-amd64-linux.so /tmp/vg/
+chmod +x /tmp/fa /tmp/valgrind.bin /tmp/vg/callgrind-amd64-linux
+A="mesh apply --overlay-cidr 10.64.0.0/16 --file"
+cg() {  # cg NAME ARGS...: one run under callgrind, its profile in $LAB_OUT
+  local name=$1
+  shift
+  VALGRIND_LIB=/tmp/vg /tmp/valgrind.bin --tool=callgrind --demangle=no \
+    --callgrind-out-file="$LAB_OUT/cg.$name" "$@" >>"$LAB_OUT/log" 2>&1
+}
+/tmp/fa $A /tmp/empty.json >>"$LAB_OUT/log" 2>&1 || echo "text-order: creating wgb failed" >>"$LAB_OUT/log"
+cg push /tmp/fa $A /tmp/m250.json
+cg noop /tmp/fa $A /tmp/m250.json
+cg version /tmp/fa --version
+true
+EOF
+
+"$SRC/tests/lab/run" --keep --binary "$BIN" --file "$DIR/fa" --file "$DIR/empty.json" --file "$DIR/m250.json" \
+  --file /usr/bin/valgrind.bin --file "$VG_LIB/callgrind-amd64-linux" \
+  --file "$VG_LIB/vgpreload_core-amd64-linux.so" "$DIR/profile.sh" >"$DIR/lab.log" 2>&1 || true
+LABOUT=$(sed -n 's/^lab: run folder kept: //p' "$DIR/lab.log" | tail -n 1)
+if [ -z "$LABOUT" ] || [ ! -s "$LABOUT/share/out/cg.push" ]; then
+  echo "text-order: the lab run failed:" >&2
+  tail -20 "$DIR/lab.log" >&2
+  [ -n "$LABOUT" ] && cat "$LABOUT/share/out/log" >&2 2>/dev/null
+  exit 1
+fi
+
+python3 - "$MAP" "$BIN" "$OUT" "$LABOUT"/share/out/cg.* <<'PY'
+import bisect, re, subprocess, sys
+
+mapf, binf, outf, profiles = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+
+# Functions with a cost in the fabric-agent object, from the callgrind
+# profiles (names compressed as "(id) name" on first use).
+hot = set()
+for f in profiles:
+    names, obs, ob = {}, {}, None
+    for line in open(f, errors='replace'):
+        m = re.match(r'(ob|fn|cob|cfn)=\((\d+)\)(?: (.*))?$', line.rstrip('\n'))
+        if not m:
+            continue
+        kind, ident, name = m.groups()
+        table = obs if kind in ('ob', 'cob') else names
+        if name:
+            table[ident] = name
+        if kind == 'ob':
+            ob = obs[ident]
+        elif kind == 'fn' and ob and ob.endswith('/fa'):
+            hot.add(names[ident])
+
+# Input sections of the link, from gold's map: a section name on a line of
+# its own (or with its address when short), then address, size and object.
+sections, pending = [], None
+for line in open(mapf, errors='replace'):
+    line = line.rstrip('\n')
+    m = re.match(r'^ (\.text\S*)(?:\s+(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+\S+)?$', line)
+    if m:
+        if m.group(2):
+            sections.append((int(m.group(2), 16), int(m.group(3), 16), m.group(1)))
+        else:
+            pending = m.group(1)
+        continue
+    if pending:
+        m = re.match(r'^\s+(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+\S+', line)
+        if m:
+            sections.append((int(m.group(1), 16), int(m.group(2), 16), pending))
+        pending = None
+sections = sorted(s for s in sections if s[1] > 0)
+starts = [s[0] for s in sections]
+
+order, seen, unplaced = [], set(), 0
+for line in subprocess.run(['nm', binf], capture_output=True, text=True, check=True).stdout.splitlines():
+    p = line.split()
+    if len(p) != 3 or p[1] not in 'tTwW' or p[2] not in hot:
+        continue
+    addr = int(p[0], 16)
+    i = bisect.bisect_right(starts, addr) - 1
+    if i < 0 or addr >= sections[i][0] + sections[i][1]:
+        continue
+    name = sections[i][2]
+    if name == '.text':  # an object without function sections (libnl): cannot be named alone
+        unplaced += 1
+        continue
+    if name not in seen:
+        seen.add(name)
+        order.append(name)
+with open(outf, 'w') as out:
+    out.write('# generated by scripts/text-order.sh: the sections a mesh apply runs (docs/overlay.md)\n')
+    out.write('\n'.join(sorted(order)) + '\n')
+print(f'text-order: {len(hot)} functions run, {len(order)} sections listed, '
+      f'{unplaced} functions in objects without function sections; wrote {outf}')
+PY
+rm -rf "$LABOUT"
