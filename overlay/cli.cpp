@@ -77,6 +77,7 @@ int do_apply(const std::vector<std::string>& argv) {
     opt.backend = *be;
   }
   opt.report = a->has("json");
+  opt.log_change = false;  // the summary (or --json's "changes") carries the counts
   if (const char* lvl = std::getenv("FA_LOG_LEVEL")) set_log_level(lvl);
   auto t0 = std::chrono::steady_clock::now();
   // X25519, when the change needs it at all (docs/overlay.md, "Public key"),

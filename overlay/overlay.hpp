@@ -267,6 +267,12 @@ struct ApplyOptions {
   // for the own-key check), which spares X25519 and loading libcrypto when
   // a one-peer change needs no key at all.
   bool report = true;
+  // The info line "IF: peers +N -M ~K" once a change has landed (the daemon's
+  // record of each change). false: the caller prints those counts itself
+  // (`mesh apply`'s summary on stdout), and the line would say it twice;
+  // it is still logged when the change sets the private key or listen port,
+  // which the counts do not tell.
+  bool log_change = true;
   // Optional: a get already sent (see EarlyGet); apply() takes it over.
   EarlyGet* early_get = nullptr;
   // Optional: the caller's own work for after the change (the daemon's
