@@ -261,7 +261,7 @@ TEST_CASE("invalid file: named field, nothing touched", "[netns]") {
   CHECK(run("ip -n " + m.ns[0] + " link show " + m.ifn[0] + " 2>/dev/null").rc != 0);
 }
 
-TEST_CASE("the device is asked for while the file is parsed; an invalid file still changes nothing",
+TEST_CASE("the device is asked for while the file is parsed, and an invalid file still changes nothing",
           "[netns]") {
   Mesh m(2);
   for (size_t i = 0; i < 2; ++i) m.pub[i] = m.apply(i, m.doc(i, false))["public_key"].get<std::string>();
@@ -294,7 +294,16 @@ TEST_CASE("the device is asked for while the file is parsed; an invalid file sti
   CHECK(o.rc == 0);
   CHECK_THAT(o.out, Catch::Contains("; peers +0 -0 ~1; "));
   CHECK_THAT(read_file(err), Catch::Contains("(1 peers, asked while the file was parsed)"));
+  // The counts are on stdout; the log does not say them a second time...
+  CHECK_THAT(read_file(err), !Catch::Contains(": peers +0 -0 ~1"));
   CHECK_THAT(peers(), Catch::Contains("192.168.77.2:51821"));
+  // ... but says what the summary does not: a new listen port.
+  good["listen_port"] = 51829;
+  write_file(f, good.dump());
+  o = run("ip netns exec " + m.ns[0] + " " + agent() + " mesh apply --backend userspace --file " + f + " 2>" +
+          err);
+  CHECK(o.rc == 0);
+  CHECK_THAT(read_file(err), Catch::Contains(": peers +0 -0 ~0, listen port 51829"));
 }
 
 TEST_CASE("a peer with the node's own public key is refused, in both output modes, nothing touched",
@@ -397,7 +406,7 @@ TEST_CASE("the public key is remembered in the keyring, never for a changed priv
   CHECK(entry().empty());
 }
 
-TEST_CASE("wireguard-go outlives a SIGKILLed agent process group; mesh down stops it", "[netns]") {
+TEST_CASE("wireguard-go outlives a SIGKILLed agent process group, and mesh down stops it", "[netns]") {
   Mesh m(1);
   std::string f = m.dir + "/n0.json";
   write_file(f, m.doc(0, false).dump());

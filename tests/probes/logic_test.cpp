@@ -188,7 +188,7 @@ bool nccl_selects(std::string env, const std::string& dev, int port) {
 }  // namespace
 
 TEST_CASE(
-    "NCCL_IB_HCA selects exactly the fabric ports; without '=' mlx5_1 would also pick mlx5_10 and mlx5_11") {
+    "NCCL_IB_HCA selects exactly the fabric ports: without '=' mlx5_1 would also pick mlx5_10 and mlx5_11") {
   std::vector<std::string> fabric = {"mlx5_0:1", "mlx5_1:1", "mlx5_2:1", "mlx5_4:1",
                                      "mlx5_5:1", "mlx5_6:1", "mlx5_7:1"};
   std::string env = format_nccl_ib_hca(fabric);

@@ -52,7 +52,7 @@ TEST_CASE("unresolvable peer: no_route", "[rdma][channel]") {
   CHECK(ch.fault().reason == Reason::kNoRoute);
 }
 
-TEST_CASE("records over a real socket; silence is a timeout, garbage a protocol error, EOF peer_closed",
+TEST_CASE("records over a real socket: silence is a timeout, garbage a protocol error, EOF peer_closed",
           "[rdma][channel]") {
   Peer p;
   auto ch = Channel::connect("127.0.0.1", p.port, after(2));
@@ -88,7 +88,6 @@ TEST_CASE("records over a real socket; silence is a timeout, garbage a protocol 
   auto endless = ch->recv(after(2));
   REQUIRE_FALSE(endless.ok());
   CHECK(endless.fault().reason == Reason::kProtocolError);
-
 }
 
 TEST_CASE("a peer that hangs up: peer_closed", "[rdma][channel]") {
