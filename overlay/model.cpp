@@ -55,6 +55,35 @@ bool parse_ipv4(std::string_view s, std::array<uint8_t, 16>& addr) {
   return true;
 }
 
+// The usual shape of a prefix or an endpoint in one pass: a dotted quad as
+// parse_ipv4 takes it, `sep`, then 1-5 decimal digits (what parse_uint
+// takes, leading zeros included). Anything else is false, and the caller
+// takes the general path, which also words the error: this only makes the
+// common case cheaper (~100 instructions instead of ~400 for
+// "10.42.0.2/32", two per peer).
+bool parse_ipv4_with(std::string_view s, char sep, std::array<uint8_t, 16>& addr, unsigned& n) {
+  const char* p = s.data();
+  const char* end = p + s.size();
+  auto digit = [&](const char* q) { return q < end && static_cast<unsigned>(*q - '0') <= 9; };
+  for (int octet = 0; octet < 4; ++octet) {
+    if (!digit(p)) return false;
+    unsigned v = static_cast<unsigned>(*p++ - '0');
+    if (v != 0)  // a leading zero stands alone
+      for (int k = 0; k < 2 && digit(p); ++k) v = v * 10 + static_cast<unsigned>(*p++ - '0');
+    if (v > 255) return false;
+    addr[static_cast<size_t>(octet)] = static_cast<uint8_t>(v);
+    if (p == end || *p++ != (octet < 3 ? '.' : sep)) return false;
+  }
+  if (p == end || end - p > 5) return false;
+  unsigned v = 0;
+  for (; p < end; ++p) {
+    if (!digit(p)) return false;
+    v = v * 10 + static_cast<unsigned>(*p - '0');
+  }
+  n = v;
+  return true;
+}
+
 bool parse_ip(std::string_view s, int& family, std::array<uint8_t, 16>& addr) {
   addr.fill(0);
   if (s.find(':') == std::string_view::npos) {
@@ -105,6 +134,11 @@ void append_ip_with(std::string& out, int family, const std::array<uint8_t, 16>&
 
 Result<IpPrefix> IpPrefix::parse(std::string_view s) {
   IpPrefix p;
+  if (unsigned n; parse_ipv4_with(s, '/', p.addr, n) && n <= 32) {
+    p.family = AF_INET;
+    p.len = static_cast<uint8_t>(n);
+    return p;
+  }
   auto slash = s.find('/');
   std::string_view ip = s.substr(0, slash);
   if (!parse_ip(ip, p.family, p.addr))
@@ -161,7 +195,12 @@ bool IpPrefix::contains(const IpPrefix& inner) const {
 
 Result<Endpoint> Endpoint::parse(std::string_view s) {
   Endpoint e;
-  std::string_view host, port;
+  if (unsigned n; parse_ipv4_with(s, ':', e.addr, n) && n >= 1 && n <= 65535) {
+    e.family = AF_INET;
+    e.port = static_cast<uint16_t>(n);
+    return e;
+  }
+  std::string_view host, port;  // (parse_ip clears what the quick path wrote)
   auto accepted = [s] {
     return "expected IPv4:port or [IPv6]:port with port 1-65535, got '" + std::string(s) + "'";
   };

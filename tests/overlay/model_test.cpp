@@ -3,6 +3,9 @@
 #include <sys/socket.h>
 
 #include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -97,6 +100,55 @@ TEST_CASE("IPv4 addresses parse exactly as inet_pton reads them", "[model]") {
   CHECK_FALSE(IpPrefix::parse(std::string_view("fd00::1\0junk", 12)).ok());
   CHECK(IpPrefix::parse("0.0.0.0").ok());
   CHECK(IpPrefix::parse("255.255.255.255/32")->str() == "255.255.255.255/32");
+}
+
+TEST_CASE("IPv4 prefixes and endpoints parse as inet_pton and a whole decimal number read them", "[model]") {
+  // Addresses of four parts from these, each with every suffix below, as a
+  // prefix and as an endpoint, against glibc's inet_pton and from_chars.
+  const std::vector<std::string> parts = {"", "0", "00", "01", "7", "99", "255", "256", "1000", "1a"};
+  const std::vector<std::string> numbers = {"",       "0",     "1",     "8",    "32", "33", "032", "00032",
+                                            "000032", "65535", "65536", "0080", "8a", "-1", "+8"};
+  size_t tried = 0, prefixes = 0, endpoints = 0;
+  std::string first_mismatch;
+  auto reference_number = [](const std::string& t, unsigned max, unsigned& v) {
+    auto [q, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    return !t.empty() && ec == std::errc() && q == t.data() + t.size() && v <= max;
+  };
+  for (size_t a = 0; a < parts.size(); ++a)
+    for (size_t b = 0; b < parts.size(); ++b)
+      for (size_t c = 0; c < parts.size(); ++c)
+        for (size_t d = 0; d < parts.size(); ++d) {
+          const std::string ip = parts[a] + "." + parts[b] + "." + parts[c] + "." + parts[d];
+          uint8_t ref[4];
+          const bool ip_ok = inet_pton(AF_INET, ip.c_str(), ref) == 1;
+          for (const auto& num : numbers) {
+            unsigned v = 0;
+            ++tried;
+            const bool pfx_ok = ip_ok && reference_number(num, 32, v);
+            auto p = IpPrefix::parse(ip + "/" + num);
+            prefixes += pfx_ok;
+            if ((p.ok() != pfx_ok ||
+                 (pfx_ok &&
+                  (p->family != AF_INET || p->len != v || std::memcmp(p->addr.data(), ref, 4) != 0 ||
+                   std::any_of(p->addr.begin() + 4, p->addr.end(), [](uint8_t x) { return x != 0; })))) &&
+                first_mismatch.empty())
+              first_mismatch = "prefix '" + ip + "/" + num + "'";
+            const bool ep_ok = ip_ok && reference_number(num, 65535, v) && v != 0;
+            auto e = Endpoint::parse(ip + ":" + num);
+            endpoints += ep_ok;
+            if ((e.ok() != ep_ok || (ep_ok && (e->family != AF_INET || e->port != v ||
+                                               std::memcmp(e->addr.data(), ref, 4) != 0))) &&
+                first_mismatch.empty())
+              first_mismatch = "endpoint '" + ip + ":" + num + "'";
+          }
+        }
+  INFO("first mismatch: " << first_mismatch);
+  CHECK(first_mismatch.empty());
+  CHECK(tried == 10 * 10 * 10 * 10 * 15);
+  // Parts 0, 7, 99 and 255; lengths 0, 1, 8, 32, 032, 00032 and 000032;
+  // ports 1, 8, 32, 33, 032, 00032, 000032, 65535 and 0080.
+  CHECK(prefixes == 4 * 4 * 4 * 4 * 7);
+  CHECK(endpoints == 4 * 4 * 4 * 4 * 9);
 }
 
 TEST_CASE("network() and contains() agree with bit-by-bit masking at every prefix length", "[model]") {
