@@ -27,6 +27,7 @@ namespace fa::overlay::detail {
 class TextStore {
  public:
   std::string_view keep(std::string_view s) {
+    if (s.empty()) return {};  // (a store with no block yet has no address to give)
     if (s.size() > left_) {
       left_ = std::max<size_t>(s.size(), 16 * 1024);
       blocks_.emplace_back(new char[left_]);
