@@ -1,31 +1,34 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Writes agent/text-order.txt: the code sections that a `mesh apply` runs, in
-# the order the gold linker lays them out first in fabric-agent's text (see
-# docs/overlay.md, "Startup locality"). Each 64 KiB of text a process touches
-# for the first time costs a page fault; spread over the 2.9 MB binary the
-# path touched ~36 such windows, packed it touches ~10.
+# Writes agent/text-order.ld: a linker script fragment (INSERT, so the
+# linker's default script still lays out everything else) that puts the code
+# sections a `mesh apply` runs first in fabric-agent's text (docs/overlay.md,
+# "Startup locality"). Each 64 KiB of text a process touches for the first
+# time costs a page fault; spread over the 2.9 MB binary the path touched ~36
+# such windows, packed ~15.
 #
-# The list comes from the program itself: callgrind runs, inside the lab VM
-# (docs/lab.md) on kernel WireGuard, a 250-peer push onto an interface without
-# peers, the no-op re-apply of the same file and `--version`; every function
-# they execute in the fabric-agent binary is looked up in the link map
-# (build/agent/fabric-agent.map) for the input section that holds it.
+# The list comes from the program itself: the build's link of fabric-agent
+# is run again without the ordering (callgrind names no function in a code
+# section other than .text) and with a map of its own; callgrind runs that
+# binary inside the lab VM (docs/lab.md) on kernel WireGuard for a 250-peer
+# push onto an interface without peers, the no-op re-apply of the same file
+# and `--version`; every function they execute is looked up in the map for
+# the input section that holds it.
 # Run it again when the apply path changes much: a function missing from the
 # list is only placed after the listed ones (correct, a little slower).
 #
-#   scripts/text-order.sh [BUILD_DIR]        (root; needs valgrind, the lab)
+#   scripts/text-order.sh [BUILD_DIR]        (root; a Ninja build; needs valgrind, the lab)
 set -euo pipefail
 
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=$(cd "${1:-$SRC/build}" && pwd)
 BIN=$BUILD/agent/fabric-agent
-MAP=$BUILD/agent/fabric-agent.map
-OUT=$SRC/agent/text-order.txt
+OUT=$SRC/agent/text-order.ld
 VG_LIB=${VALGRIND_LIB:-/usr/libexec/valgrind}
-for f in "$BIN" "$MAP" /usr/bin/valgrind.bin "$VG_LIB/callgrind-amd64-linux" "$VG_LIB/vgpreload_core-amd64-linux.so"; do
+for f in "$BIN" "$BUILD/build.ninja" /usr/bin/valgrind.bin "$VG_LIB/callgrind-amd64-linux" \
+  "$VG_LIB/vgpreload_core-amd64-linux.so"; do
   [ -e "$f" ] || {
-    echo "text-order: $f is missing (build with gold, the default when it is installed; apt-get install valgrind)" >&2
+    echo "text-order: $f is missing (build first; apt-get install valgrind)" >&2
     exit 1
   }
 done
@@ -39,7 +42,21 @@ trap 'rm -rf "$DIR"' EXIT
 gen_peers 250 "$DIR/p250"
 mesh_json "$DIR/none" >"$DIR/empty.json"
 mesh_json "$DIR/p250" >"$DIR/m250.json"
-cp "$BIN" "$DIR/fa" # unstripped: callgrind names the functions
+# The build's own link command (the last one ninja runs for the binary),
+# without the ordering script, writing $DIR/fa and $DIR/fa.map (unstripped:
+# callgrind names the functions).
+LINK=$(ninja -C "$BUILD" -t commands agent/fabric-agent | tail -n 1)
+case $LINK in *" -o agent/fabric-agent "*) ;; *)
+  echo "text-order: cannot find the link of agent/fabric-agent in $BUILD/build.ninja" >&2
+  exit 1
+  ;;
+esac
+LINK=${LINK//-Wl,-T,$OUT/}
+LINK=${LINK// -o agent\/fabric-agent / -o $DIR\/fa }
+# shellcheck disable=SC2001  # a pattern, not a fixed string
+LINK=$(sed "s|-Wl,-Map=[^ ]*|-Wl,-Map=$DIR/fa.map|" <<<"$LINK")
+(cd "$BUILD" && eval "$LINK")
+MAP=$DIR/fa.map
 
 cat >"$DIR/profile.sh" <<'EOF'
 . "$LAB/lib.sh"
@@ -70,11 +87,14 @@ LABOUT=$(sed -n 's/^lab: run folder kept: //p' "$DIR/lab.log" | tail -n 1)
 if [ -z "$LABOUT" ] || [ ! -s "$LABOUT/share/out/cg.push" ]; then
   echo "text-order: the lab run failed:" >&2
   tail -20 "$DIR/lab.log" >&2
-  [ -n "$LABOUT" ] && cat "$LABOUT/share/out/log" >&2 2>/dev/null
+  if [ -n "$LABOUT" ]; then
+    cat "$LABOUT/share/out/log" >&2 2>/dev/null || true
+    rm -rf "$LABOUT"
+  fi
   exit 1
 fi
 
-python3 - "$MAP" "$BIN" "$OUT" "$LABOUT"/share/out/cg.* <<'PY'
+python3 - "$MAP" "$DIR/fa" "$OUT" "$LABOUT"/share/out/cg.* <<'PY'
 import bisect, re, subprocess, sys
 
 mapf, binf, outf, profiles = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
@@ -97,11 +117,15 @@ for f in profiles:
         elif kind == 'fn' and ob and ob.endswith('/fa'):
             hot.add(names[ident])
 
-# Input sections of the link, from gold's map: a section name on a line of
-# its own (or with its address when short), then address, size and object.
-sections, pending = [], None
+# Input sections of the link, from the linker's map (after its list of
+# discarded sections): a section name on a line of its own (or with its
+# address when short), then address, size and object.
+sections, pending, placed = [], None, False
 for line in open(mapf, errors='replace'):
     line = line.rstrip('\n')
+    if not placed:
+        placed = line.startswith('Linker script and memory map')
+        continue
     m = re.match(r'^ (\.text\S*)(?:\s+(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+\S+)?$', line)
     if m:
         if m.group(2):
@@ -134,8 +158,11 @@ for line in subprocess.run(['nm', binf], capture_output=True, text=True, check=T
         seen.add(name)
         order.append(name)
 with open(outf, 'w') as out:
-    out.write('# generated by scripts/text-order.sh: the sections a mesh apply runs (docs/overlay.md)\n')
-    out.write('\n'.join(sorted(order)) + '\n')
+    out.write('/* Generated by scripts/text-order.sh: the code a mesh apply runs, first in the\n'
+              '   text (docs/overlay.md, "Startup locality"). */\n')
+    out.write('SECTIONS\n{\n  .text.ordered :\n  {\n')
+    out.write(''.join(f'    *({name})\n' for name in sorted(order)))
+    out.write('  }\n}\nINSERT BEFORE .text;\n')
 print(f'text-order: {len(hot)} functions run, {len(order)} sections listed, '
       f'{unplaced} functions in objects without function sections; wrote {outf}')
 PY
