@@ -35,13 +35,10 @@ done
 DIR=$(mktemp -d /tmp/fa-text-order.XXXXXX)
 trap 'rm -rf "$DIR"' EXIT
 
-# gen_peers, mesh_json
+# mesh_files: empty.json, m250.json
 # shellcheck source=bench/mesh/peers.sh
 . "$SRC/bench/mesh/peers.sh"
-: >"$DIR/none"
-gen_peers 250 "$DIR/p250"
-mesh_json "$DIR/none" >"$DIR/empty.json"
-mesh_json "$DIR/p250" >"$DIR/m250.json"
+mesh_files "$DIR"
 # The build's own link command (the last one ninja runs for the binary),
 # without the ordering script, writing $DIR/fa and $DIR/fa.map (unstripped:
 # callgrind names the functions).

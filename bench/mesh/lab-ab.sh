@@ -36,13 +36,10 @@ for b in "$@"; do
   done
 done
 
-# gen_peers, mesh_json
+# mesh_files: empty.json, m250.json
 # shellcheck source=bench/mesh/peers.sh
 . "$SRC/bench/mesh/peers.sh"
-: >"$DIR/none"
-gen_peers 250 "$DIR/p250"
-mesh_json "$DIR/none" >"$DIR/empty.json"
-mesh_json "$DIR/p250" >"$DIR/m250.json"
+mesh_files "$DIR"
 
 cat >"$DIR/ab.sh" <<EOF
 . "\$LAB/lib.sh"

@@ -20,13 +20,10 @@ command -v perf >/dev/null || { echo "lab-phases: perf is missing (apt-get insta
 DIR=$(mktemp -d /tmp/fa-bench-phases.XXXXXX)
 trap 'rm -rf "$DIR"' EXIT
 
-# gen_peers, mesh_json
+# mesh_files: empty.json, m250.json
 # shellcheck source=bench/mesh/peers.sh
 . "$SRC/bench/mesh/peers.sh"
-: >"$DIR/none"
-gen_peers 250 "$DIR/p250"
-mesh_json "$DIR/none" >"$DIR/empty.json"
-mesh_json "$DIR/p250" >"$DIR/m250.json"
+mesh_files "$DIR"
 
 cat >"$DIR/phases.sh" <<EOF
 . "\$LAB/lib.sh"

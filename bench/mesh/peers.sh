@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
-# Sourced by the bench/mesh scripts (run.sh, lab-phases.sh, lab-ab.sh): the
-# synthetic peer lists and the desired-state documents made of them.
+# Sourced by the bench/mesh scripts (run.sh, lab-phases.sh, lab-ab.sh) and
+# scripts/text-order.sh: the synthetic peer lists and the desired-state
+# documents made of them.
 
 # gen_peers N OUT: N peers, one per line "KEY ENDPOINT PREFIX": random 32-byte
 # public keys, endpoints in 192.0.0/16, one /32 each in 10.64/16.
@@ -20,4 +21,14 @@ mesh_json() {
   printf '{"cluster_id":"bench","interface":"%s","address":"10.64.0.1/16","listen_port":51820,"peers":[' "${2:-wgb}"
   awk '{printf "%s{\"public_key\":\"%s\",\"endpoint\":\"%s\",\"allowed_ips\":[\"%s\"]}", (NR>1?",":""), $1, $2, $3}' "$1"
   printf ']}\n'
+}
+
+# mesh_files DIR: the lab's 250-peer workload on interface wgb, written to
+# DIR: empty.json (no peer), m250.json (250 peers of gen_peers; their list
+# in p250).
+mesh_files() {
+  : >"$1/none"
+  gen_peers 250 "$1/p250"
+  mesh_json "$1/none" >"$1/empty.json"
+  mesh_json "$1/p250" >"$1/m250.json"
 }
