@@ -196,7 +196,9 @@ rxe_pair() {
   done
   _rxe_force_via "$IP_B" "$IF_A" "$IP_A" 101
   _rxe_force_via "$IP_A" "$IF_B" "$IP_B" 102
-  if ip rule show pref 0 | grep -q 'lookup local'; then
+  # (Not `ip rule show | grep -q`: under pipefail, grep leaving at the first
+  # match can fail `ip` with SIGPIPE and the test reads "no rule".)
+  if [[ $(ip rule show pref 0) == *'lookup local'* ]]; then
     ip rule add pref 1000 lookup local
     ip rule del pref 0 lookup local
   fi
