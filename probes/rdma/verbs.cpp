@@ -172,9 +172,15 @@ Check connect_link(const Port& port, Link& link, const Endpoint& remote) {
                      " (usually a GID index whose type or address family does not match the peer's)"};
   ibv_qp_attr s{};
   s.qp_state = IBV_QPS_RTS;
-  s.timeout = 14;    // 4.096us * 2^14 = 67 ms per attempt
-  s.retry_cnt = 7;   // a dead or lossy path surfaces as RETRY_EXC_ERR in about half a second
-  s.rnr_retry = 7;
+  s.timeout = 14;  // 4.096us * 2^14 = 67 ms per attempt
+  // On hardware a dead or lossy path surfaces as RETRY_EXC_ERR after 7
+  // retries, about half a second. Soft-RoCE (rxe) takes 7 as "retry
+  // forever" (as the spec does only for the RNR count): there the probe
+  // fails with its own `timeout` instead. Not 6 for rxe's sake: Debian 12's
+  // rxe (6.1) soft-locks a CPU in the retry-exceeded path (seen in the lab's
+  // probe-failures with RoCE dropped mid-run).
+  s.retry_cnt = 7;
+  s.rnr_retry = 7;  // 7: retry forever when the peer has no receive posted yet
   s.sq_psn = link.psn;
   s.max_rd_atomic = 1;
   if (int rc = ibv_modify_qp(link.qp.get(), &s,
