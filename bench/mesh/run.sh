@@ -202,8 +202,7 @@ apply_a() { inA "$AGENT" mesh apply --overlay-cidr 10.64.0.0/16 --backend "$BACK
 # apply()'s own time ("...; peers +250 -0 ~0; 18.41 ms"), as wg prints
 # nothing; the JSON report of 250-1000 peers costs another ~0.5-2 ms to
 # print, shown in its own column.
-APPLY=("$AGENT" mesh apply --overlay-cidr 10.64.0.0/16 --backend "$BACKEND" --file)
-APPLY_ARGS=("${APPLY[@]:1}")
+APPLY_ARGS=(mesh apply --overlay-cidr 10.64.0.0/16 --backend "$BACKEND" --file)
 lib_ns() { sed -n 's/.*; \([0-9.]*\) ms$/\1/p' "$1" | awk '{printf "%d\n", $1 * 1e6}'; }
 
 : >"$DIR/none"
@@ -301,7 +300,7 @@ for ((r = 0; r < ONE_RUNS; r++)); do
   # Move synthetic peer 0 to a new endpoint, then back on the next run.
   sed "1s/ [^ ]*:51820 / 198.51.100.$((r % 200 + 1)):5182$((r % 10)) /" "$DIR/mix" >"$DIR/mix2"
   mesh_json "$DIR/mix2" "$IF" >"$DIR/mix2.json"
-  timed_a "$DIR/one.txt" "${APPLY[@]}" "$DIR/mix2.json" >>"$DIR/t1"
+  timed_a "$DIR/one.txt" "$AGENT" "${APPLY_ARGS[@]}" "$DIR/mix2.json" >>"$DIR/t1"
   lib_ns "$DIR/one.txt" >>"$DIR/t1lib"
   grep -q '; peers +0 -0 ~1; ' "$DIR/one.txt" || { echo "one-peer change did not update exactly one peer: $(cat "$DIR/one.txt")" >&2; exit 1; }
   # The anchor: the same kind of change with `wg set`.
