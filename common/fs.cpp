@@ -132,9 +132,13 @@ Status write_file_atomic(const std::string& path, std::string_view data, unsigne
   return {};
 }
 
-Status send_all(int fd, std::string_view data, const std::string& what) {
+namespace {
+// Hands all of data to put (one write(2) or send(2)), retrying short
+// transfers and EINTR.
+template <class Put>
+Status put_all(std::string_view data, const std::string& what, Put put) {
   while (!data.empty()) {
-    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    ssize_t n = put(data.data(), data.size());
     if (n < 0) {
       if (errno == EINTR) continue;
       return Error::from_errno(what);
@@ -142,6 +146,15 @@ Status send_all(int fd, std::string_view data, const std::string& what) {
     data.remove_prefix(static_cast<size_t>(n));
   }
   return {};
+}
+}  // namespace
+
+Status write_all(int fd, std::string_view data, const std::string& what) {
+  return put_all(data, what, [fd](const char* p, size_t n) { return ::write(fd, p, n); });
+}
+
+Status send_all(int fd, std::string_view data, const std::string& what) {
+  return put_all(data, what, [fd](const char* p, size_t n) { return ::send(fd, p, n, MSG_NOSIGNAL); });
 }
 
 }  // namespace fa

@@ -27,6 +27,10 @@ Result<std::string> read_link(const std::string& path);
 // fsync the directory. mode applies to the new file.
 Status write_file_atomic(const std::string& path, std::string_view data, unsigned mode = 0644);
 
+// Writes all of `data` to fd (a file, a pipe, a terminal), retrying short
+// writes and EINTR. The error reads "<what>: <strerror>".
+Status write_all(int fd, std::string_view data, const std::string& what);
+
 // Sends all of `data` on a connected socket, retrying short sends and EINTR;
 // MSG_NOSIGNAL, so a peer that went away is an EPIPE error, not a SIGPIPE.
 // The error reads "<what>: <strerror>".

@@ -4,6 +4,7 @@
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/ansicolor_sink.h>
 
+#include <atomic>
 #include <chrono>
 #include <iterator>
 #include <mutex>
@@ -11,7 +12,7 @@
 namespace fa {
 namespace {
 std::mutex g_mu;
-spdlog::level::level_enum g_level = spdlog::level::info;
+std::atomic<spdlog::level::level_enum> g_level{spdlog::level::info};
 
 // The line's time in UTC, RFC 3339 with milliseconds and a Z, computed from
 // the clock with <chrono>'s calendar: unambiguous across hosts and DST, and
@@ -44,7 +45,7 @@ std::shared_ptr<spdlog::logger> logger(const std::string& subsystem) {
   std::lock_guard lk(g_mu);
   if (auto l = spdlog::get(subsystem)) return l;
   auto l = std::make_shared<spdlog::logger>(subsystem, std::make_shared<spdlog::sinks::ansicolor_stderr_sink_mt>());
-  l->set_level(g_level);
+  l->set_level(g_level.load());
   l->set_formatter(line_formatter());
   spdlog::register_logger(l);
   return l;
@@ -58,5 +59,7 @@ bool set_log_level(const std::string& level) {
   spdlog::apply_all([lv](const std::shared_ptr<spdlog::logger>& l) { l->set_level(lv); });
   return true;
 }
+
+bool log_enabled(spdlog::level::level_enum level) { return level >= g_level.load(std::memory_order_relaxed); }
 
 }  // namespace fa

@@ -20,4 +20,10 @@ std::unique_ptr<spdlog::formatter> line_formatter();
 // (trace, debug, info, warn, error, critical, off).
 bool set_log_level(const std::string& level);
 
+// Whether a line at `level` would be written (the level set_log_level
+// set): lets a caller skip computing a line's arguments, and a short-lived
+// command that logs nothing skip creating its logger (an stderr sink, its
+// isatty(3), a pattern compiled).
+bool log_enabled(spdlog::level::level_enum level);
+
 }  // namespace fa

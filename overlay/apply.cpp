@@ -138,7 +138,11 @@ Result<Located> locate(const std::string& ifname, const std::string& uapi_dir) {
 }  // namespace
 
 Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
-  auto log = fa::logger("overlay");
+  // The logger is made at the first line written: a push that logs nothing
+  // (`mesh apply` adding peers to a live interface) never builds it, and a
+  // debug line's arguments (the clock) are computed only when it is on.
+  auto log = [] { return fa::logger("overlay"); };
+  const bool debug = fa::log_enabled(spdlog::level::debug);
   const std::string& ifname = m.interface;
   auto t0 = std::chrono::steady_clock::now();
 
@@ -230,7 +234,7 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
       chosen = Backend::Userspace;
       created = true;
     }
-    log->info("{}: created with the {} backend: {}", ifname, backend_name(chosen), reason);
+    log()->info("{}: created with the {} backend: {}", ifname, backend_name(chosen), reason);
   }
 
   // Move before configuring: the UDP socket stays where the link was born
@@ -238,7 +242,7 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
   if (ns && !in_target) {
     if (auto s = rtnl_move_to_netns(ifname, ns->get()); !s) return s.take_error();
     moved = true;
-    log->info("{}: moved into netns {}", ifname, *m.netns);
+    log()->info("{}: moved into netns {}", ifname, *m.netns);
   }
   std::unique_ptr<NetnsGuard> guard;
   if (ns) {
@@ -262,7 +266,7 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
   auto ms = [&] {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   };
-  log->debug("{}: located at {:.2f} ms", ifname, ms());
+  if (debug) log()->debug("{}: located at {:.2f} ms", ifname, ms());
   // The device EarlyGet's thread read, on the socket it read it with, if
   // this is the kernel link it found.
   const bool kernel_early =
@@ -271,8 +275,9 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
                          : make_backend(chosen, opt.uapi_dir, std::move(conn), ifname, early);
   auto cur = kernel_early ? Result<Device>(std::move(*pre->device)) : be->get_device(ifname);
   pre.reset();  // wipes the key's copy in the moved-from device
-  log->debug("{}: device read at {:.2f} ms ({} peers{})", ifname, ms(), cur ? cur->peers.size() : 0,
-             early || kernel_early ? ", asked while the file was parsed" : "");
+  if (debug)
+    log()->debug("{}: device read at {:.2f} ms ({} peers{})", ifname, ms(), cur ? cur->peers.size() : 0,
+                 early || kernel_early ? ", asked while the file was parsed" : "");
   if (!cur) return Error{ifname + ": read device: " + cur.error().message, cur.error().sys_errno};
 
   Device want;
@@ -319,8 +324,8 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
                          "': this is the node's own public key; a node is not its own peer",
                      EINVAL};
   if (!cur->private_key && !file_key)
-    log->info("{}: generated a private key (kept only in the interface), public key {}", ifname,
-              key_to_base64(*pub));
+    log()->info("{}: generated a private key (kept only in the interface), public key {}", ifname,
+                key_to_base64(*pub));
   want.listen_port = m.listen_port;
   want.peers.reserve(m.peers.size());
   for (const auto& dp : m.peers) {
@@ -395,11 +400,11 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
   if (device_changed) {
     auto s = be->set_device_finish();
     if (!s) return Error{ifname + ": configure device: " + s.error().message, s.error().sys_errno};
-    if (log_change) log->info(applied);
+    if (log_change) log()->info(applied);
   }
   if (!addrs) return addrs.take_error();
 
-  log->debug("{}: device set at {:.2f} ms", ifname, ms());
+  if (debug) log()->debug("{}: device set at {:.2f} ms", ifname, ms());
   bool link_changed = false;
   if (m.mtu && link.mtu != *m.mtu) {
     if (auto s = rtnl_set_mtu(ifname, *m.mtu); !s) return s.take_error();
@@ -427,7 +432,7 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
     link_changed = true;
   }
 
-  log->debug("{}: link done at {:.2f} ms", ifname, ms());
+  if (debug) log()->debug("{}: link done at {:.2f} ms", ifname, ms());
   if (link_changed) {
     auto li2 = rtnl_get_link(ifname);
     if (!li2) return li2.take_error();

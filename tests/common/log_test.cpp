@@ -27,3 +27,18 @@ TEST_CASE("log lines start with the UTC time in RFC 3339, then level and subsyst
                      0) == 0);
   }
 }
+
+TEST_CASE("log_enabled follows the level set_log_level sets", "[log]") {
+  REQUIRE(fa::set_log_level("warn"));
+  CHECK_FALSE(fa::log_enabled(spdlog::level::debug));
+  CHECK_FALSE(fa::log_enabled(spdlog::level::info));
+  CHECK(fa::log_enabled(spdlog::level::warn));
+  CHECK(fa::log_enabled(spdlog::level::err));
+  REQUIRE(fa::set_log_level("debug"));
+  CHECK(fa::log_enabled(spdlog::level::debug));
+  CHECK_FALSE(fa::log_enabled(spdlog::level::trace));
+  CHECK_FALSE(fa::set_log_level("loud"));  // refused, the level stays
+  CHECK(fa::log_enabled(spdlog::level::debug));
+  REQUIRE(fa::set_log_level("info"));
+  CHECK_FALSE(fa::log_enabled(spdlog::level::debug));
+}

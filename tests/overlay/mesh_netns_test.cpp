@@ -293,6 +293,9 @@ TEST_CASE("the device is asked for while the file is parsed, and an invalid file
   INFO(read_file(err));
   CHECK(o.rc == 0);
   CHECK_THAT(o.out, Catch::Contains("; peers +0 -0 ~1; "));
+  // The whole summary, its time in milliseconds with two decimals.
+  CHECK_THAT(o.out, Catch::Matches("[a-z0-9]+: backend userspace \\(.+\\); adopted; peers \\+0 -0 ~1; "
+                                   "[0-9]+\\.[0-9][0-9] ms\n"));
   CHECK_THAT(read_file(err), Catch::Contains("(1 peers, asked while the file was parsed)"));
   // The counts are on stdout; the log does not say them a second time...
   CHECK_THAT(read_file(err), !Catch::Contains(": peers +0 -0 ~1"));
