@@ -102,10 +102,14 @@ int main(int argc, char** argv) {
   // A thread of such a command (`mesh apply` reads the kernel's device on
   // one while it parses the file) shares the main heap: an arena of its own
   // would cost a 64 MiB reservation trimmed by munmap, whose TLB shootdown
-  // stalls both threads (~0.7 ms in the lab's emulated VM).
+  // stalls both threads (~0.7 ms in the lab's emulated VM). The heap
+  // grows by 1 MiB at a time (pages are still touched only when used):
+  // one brk(2) instead of one per 128 KiB, each of which takes the
+  // address space's lock that the other thread's page faults wait on.
   if (name != "run") {
     mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
     mallopt(M_TRIM_THRESHOLD, 64 * 1024 * 1024);
+    mallopt(M_TOP_PAD, 1024 * 1024);
     mallopt(M_ARENA_MAX, 1);
   }
   std::vector<std::string> args(argv + 2, argv + argc);
