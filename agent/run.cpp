@@ -111,8 +111,11 @@ int cmd_run(const std::vector<std::string>& argv) {
     po.desired_mesh = [&core] { return core.persisted_mesh_held(); };
     po.changed = refresh;
     po.serialize = [&core](const std::function<nlohmann::json()>& fn) { return core.run_serialized(fn); };
-    // Without its socket the host still serves the mesh and status: containers
-    // just cannot register (their hook fails with "daemon unreachable").
+    // Fails only when the registry cannot be read (nothing reconciled yet):
+    // the host still serves the mesh and status, containers just cannot
+    // register (their hook fails with "daemon unreachable"). A socket it
+    // cannot serve is a status warning instead, retried at each discovery
+    // pass, and the pods it adopted stay where the mesh is configured.
     auto started = pods::PodsRuntime::start(std::move(po));
     if (!started) {
       log->error("pods: containers cannot register: {}", started.error().message);

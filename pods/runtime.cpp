@@ -33,15 +33,28 @@ Result<std::unique_ptr<PodsRuntime>> PodsRuntime::start(PodsRuntimeOptions o) {
   // that kept wg0 across our restart is adopted where it is, so nothing
   // creates a second wg0 on the host; pods gone meanwhile give it back.
   svc->reconcile();
-  auto serialize = rt->opt_.serialize;
-  auto srv = PodSocketServer::start(rt->opt_.socket, [svc, serialize](const json& req) {
+  // From here on the runtime is kept whatever the socket does: it holds
+  // what reconcile adopted.
+  if (auto s = rt->serve(); !s) {
+    rt->socket_error_ = s.error().message;
+    fa::logger("pods")->error("pods: containers cannot register until {} is served ({}); {} registered",
+                              rt->opt_.socket, rt->socket_error_, svc->list()["pods"].size());
+  }
+  return rt;
+}
+
+Status PodsRuntime::serve() {
+  PodService* svc = svc_.get();
+  auto serialize = opt_.serialize;
+  auto srv = PodSocketServer::start(opt_.socket, [svc, serialize](const json& req) {
     if (serialize) return serialize([&] { return svc->handle(req); });
     return svc->handle(req);
   });
   if (!srv) return srv.take_error();
-  rt->srv_ = std::move(*srv);
-  fa::logger("pods")->info("pod registrations on {} ({} registered)", rt->opt_.socket, svc->list()["pods"].size());
-  return rt;
+  srv_ = std::move(*srv);
+  fa::logger("pods")->info("pod registrations on {} ({} registered)", opt_.socket,
+                           svc->list()["pods"].size());
+  return {};
 }
 
 PodsRuntime::~PodsRuntime() { srv_.reset(); }
@@ -61,6 +74,15 @@ std::vector<std::string> PodsRuntime::on_discovery(const json& inspect) {
   for (const auto& x : logged_)
     if (!has(now, x)) log->info("{}{} (cleared)", x.rfind("CDI spec", 0) == 0 ? "" : "CDI spec: ", x);
   logged_ = now;
+  if (!srv_) {
+    if (auto s = serve(); !s)
+      socket_error_ = s.error().message;  // logged when it first failed
+    else
+      socket_error_.clear();
+  }
+  if (!socket_error_.empty())
+    now.push_back("pod registrations not served on " + opt_.socket + ": " + socket_error_ +
+                  "; containers cannot register");
   return now;
 }
 

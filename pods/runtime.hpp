@@ -39,13 +39,20 @@ struct PodsRuntimeOptions {
 
 class PodsRuntime {
  public:
+  // Fails only before anything was reconciled (the registry unreadable). A
+  // socket that cannot be served is not a failure: the runtime still holds
+  // the namespaces of the pods it adopted (the daemon's mesh must go there,
+  // not into a second wg0 on the host), says why in on_discovery's warnings
+  // and tries the socket again at each pass.
   static Result<std::unique_ptr<PodsRuntime>> start(PodsRuntimeOptions o);
   ~PodsRuntime();
 
   // Rewrites the CDI spec when it differs from the file (first call, discovery change, file removed),
-  // reaps pods that died without a poststop. Returns the status warnings: the
-  // spec's, or why it could not be written. Each is logged once when it
-  // appears (warn) and once when it clears (info), not on every pass.
+  // reaps pods that died without a poststop, serves the socket if it could
+  // not be served before. Returns the status warnings: the spec's, or why it
+  // could not be written, and why the socket is not served. Each spec warning
+  // is logged once when it appears (warn) and once when it clears (info), not
+  // on every pass; the socket's when it fails first (error) and when it serves.
   std::vector<std::string> on_discovery(const nlohmann::json& inspect);
   nlohmann::json list() { return svc_->list(); }
   std::optional<std::string> interface_netns() { return svc_->interface_netns(); }
@@ -54,6 +61,8 @@ class PodsRuntime {
  private:
   PodsRuntime() = default;
   Result<std::vector<std::string>> write_spec(const nlohmann::json& inspect);
+  Status serve();             // the socket server, registrations handled by svc_
+  std::string socket_error_;  // why the socket is not served ("" = served)
   PodsRuntimeOptions opt_;
   std::vector<std::string> logged_;  // warnings as of the last pass, to log changes only
   std::unique_ptr<WgMover> mover_;

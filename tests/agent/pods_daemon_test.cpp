@@ -13,8 +13,10 @@
 // (the crun path is covered by tests/pods/hook_crun_test.cpp).
 #include <sched.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +27,7 @@
 
 #include "../overlay/netns_helpers.hpp"
 #include "agent_process.hpp"
+#include "common/fd.hpp"
 #include "common/fs.hpp"
 #include "overlay/overlay.hpp"
 #include "pods/pods.hpp"
@@ -277,10 +280,27 @@ TEST_CASE("daemon: kill -9 and restart while a pod holds wg0 adopts it there, a 
   CHECK(persisted["pods"][0]["start_time"].get<uint64_t>() > 0);
   CHECK(persisted["pods"][0]["netns_inode"].get<uint64_t>() > 0);
 
-  // 1. kill -9 + restart with the pod alive.
+  // 1. kill -9 + restart with the pod alive, and the pod socket held by
+  //    someone else (another agent, as far as the daemon can tell): the pod
+  //    is adopted all the same and the mesh configured inside it.
   agent.stop(SIGKILL);
+  const std::string sock = dir.path + "/pods.sock";
+  ::unlink(sock.c_str());
+  fa::Fd squatter(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  REQUIRE(sock.size() < sizeof sa.sun_path);
+  sock.copy(sa.sun_path, sock.size());
+  REQUIRE(::bind(squatter.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof sa) == 0);
+  REQUIRE(::listen(squatter.get(), 8) == 0);
   agent.start();
   INFO("log:\n" << agent.log());
+  CHECK(agent.log().find("containers cannot register until " + sock + " is served") != std::string::npos);
+  auto socket_warning = [&] {
+    return get("/v1/status")["warnings"].dump().find("pod registrations not served on " + sock) !=
+           std::string::npos;
+  };
+  CHECK(socket_warning());
   CHECK(agent.log().find("pod pod-" + tag + " (pid " + std::to_string(pod->pid) +
                          ") still holds " + ifn) != std::string::npos);
   CHECK(fa_test::run(host_has_if).rc != 0);          // no second interface on the host
@@ -297,6 +317,16 @@ TEST_CASE("daemon: kill -9 and restart while a pod holds wg0 adopts it there, a 
                            dir.path + "/mesh.json " + agent.url() + "/v1/mesh");
   CHECK(put2.rc == 0);
   CHECK(fa_test::run(host_has_if).rc != 0);
+  // The socket is free again: the next discovery pass (a link change
+  // starts one) serves it and the warning goes.
+  squatter.reset();
+  REQUIRE(fa_test::run("ip link add fak" + tag + " type veth peer name fal" + tag).rc == 0);
+  bool served = false;
+  for (int i = 0; i < 50 && !(served = !socket_warning()); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(served);
+  CHECK(agent.log().find("pod registrations on " + sock + " (1 registered)") != std::string::npos);
+  fa_test::run("ip link del fak" + tag);
 
   // 2. kill -9 again; the pod dies while no daemon holds its namespace.
   agent.stop(SIGKILL);

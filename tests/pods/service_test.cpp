@@ -392,3 +392,46 @@ TEST_CASE("runtime: what the daemon wires, hooks register over its socket, CDI s
   rt->reset();
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE(
+    "runtime: a socket that cannot be served keeps the adopted pod, says so, and is served once it can be") {
+  Fixture f;
+  Child a;
+  REQUIRE(f.svc->handle(reg("a", a.pid))["ok"] == true);  // registered before the "restart"
+  // The socket's directory is a regular file: bind fails with ENOTDIR.
+  const std::string blocker = f.dir + "/run";
+  std::ofstream(blocker) << "not a directory\n";
+  const std::string sock = blocker + "/pods.sock";
+  auto mover = std::make_unique<RecordingMover>();
+  RecordingMover* rec = mover.get();
+  PodsRuntimeOptions o;
+  o.state_dir = f.dir;
+  o.socket = sock;
+  o.cdi_dir = "";  // no spec: the socket's warning is the only one
+  o.hook_path = "/usr/bin/fabric-agent";
+  o.inspect = [] { return active_inspect(); };
+  o.desired_mesh = [] { return mesh(); };
+  o.mover = std::move(mover);
+  auto rt = PodsRuntime::start(std::move(o));
+  REQUIRE(rt.ok());
+  // What reconcile adopted is held: the daemon's mesh goes into the pod.
+  CHECK(rec->calls == std::vector<std::string>{"adopt a"});
+  CHECK((*rt)->interface_netns() == "/ns/of/a");
+  CHECK((*rt)->list()["pods"].size() == 1);
+  auto w = (*rt)->on_discovery(active_inspect());
+  REQUIRE(w.size() == 1);
+  INFO(w[0]);
+  CHECK(w[0].rfind("pod registrations not served on " + sock + ": bind " + sock + ": ", 0) == 0);
+  CHECK(w[0].find("containers cannot register") != std::string::npos);
+  CHECK_FALSE(pod_request(sock, {{"op", "list"}}).ok());
+  CHECK((*rt)->on_discovery(active_inspect()) == w);  // still failing: the same warning
+  // The path becomes usable: the next pass serves it and the warning goes.
+  std::filesystem::remove(blocker);
+  CHECK((*rt)->on_discovery(active_inspect()).empty());
+  auto r = pod_request(sock, {{"op", "list"}});
+  REQUIRE(r.ok());
+  CHECK((*r)["pods"][0]["id"] == "a");
+  CHECK((*rt)->on_discovery(active_inspect()).empty());
+  rt->reset();
+  CHECK_FALSE(std::filesystem::exists(sock));
+}
