@@ -37,7 +37,7 @@ Result<std::unique_ptr<PodsRuntime>> PodsRuntime::start(PodsRuntimeOptions o) {
   // what reconcile adopted.
   if (auto s = rt->serve(); !s) {
     rt->socket_error_ = s.error().message;
-    fa::logger("pods")->error("pods: containers cannot register until {} is served ({}); {} registered",
+    fa::logger("pods")->error("containers cannot register until {} is served ({}); {} registered",
                               rt->opt_.socket, rt->socket_error_, svc->list()["pods"].size());
   }
   return rt;
