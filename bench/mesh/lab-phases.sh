@@ -25,6 +25,12 @@ set -euo pipefail
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 AGENT=$(readlink -f "${1:-$SRC/build/agent/fabric-agent}")
 RUNS=${RUNS:-9}
+TRACE=${TRACE:-process}
+case $TRACE in process | system) ;; *)
+  echo "lab-phases: TRACE=$TRACE: expected process or system" >&2
+  exit 2
+  ;;
+esac
 command -v perf >/dev/null || { echo "lab-phases: perf is missing (apt-get install linux-perf)" >&2; exit 1; }
 DIR=$(mktemp -d /tmp/fa-bench-phases.XXXXXX)
 trap 'rm -rf "$DIR"' EXIT
@@ -34,12 +40,6 @@ trap 'rm -rf "$DIR"' EXIT
 . "$SRC/bench/mesh/peers.sh"
 mesh_files "$DIR"
 
-TRACE=${TRACE:-process}
-case $TRACE in process | system) ;; *)
-  echo "lab-phases: TRACE=$TRACE: expected process or system" >&2
-  exit 2
-  ;;
-esac
 # TRACE=system: the pushes, under one system-wide perf record (inside the
 # VM, RUNS from the environment).
 cat >"$DIR/loop.sh" <<'EOF'

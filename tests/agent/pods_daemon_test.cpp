@@ -13,10 +13,8 @@
 // (the crun path is covered by tests/pods/hook_crun_test.cpp).
 #include <sched.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,7 +25,6 @@
 
 #include "../overlay/netns_helpers.hpp"
 #include "agent_process.hpp"
-#include "common/fd.hpp"
 #include "common/fs.hpp"
 #include "overlay/overlay.hpp"
 #include "pods/pods.hpp"
@@ -285,14 +282,9 @@ TEST_CASE("daemon: kill -9 and restart while a pod holds wg0 adopts it there, a 
   //    is adopted all the same and the mesh configured inside it.
   agent.stop(SIGKILL);
   const std::string sock = dir.path + "/pods.sock";
-  ::unlink(sock.c_str());
-  fa::Fd squatter(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un sa{};
-  sa.sun_family = AF_UNIX;
-  REQUIRE(sock.size() < sizeof sa.sun_path);
-  sock.copy(sa.sun_path, sock.size());
-  REQUIRE(::bind(squatter.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof sa) == 0);
-  REQUIRE(::listen(squatter.get(), 8) == 0);
+  auto other = fa::pods::PodSocketServer::start(sock, [](const json&) { return json{{"ok", false}}; });
+  REQUIRE(other.ok());
+  auto squatter = std::move(*other);
   agent.start();
   INFO("log:\n" << agent.log());
   CHECK(agent.log().find("containers cannot register until " + sock + " is served") != std::string::npos);
