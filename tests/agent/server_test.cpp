@@ -26,14 +26,22 @@ using nlohmann::json;
 
 namespace {
 
-fa::agent::HttpReply call(const AgentProcess& a, const std::string& method, const std::string& target,
-                          const std::string& body = "", std::map<std::string, std::string> headers = {},
-                          bool auth = true) {
+// Without assertions: what a test's other thread may call (Catch2's
+// assertions are not thread-safe).
+fa::Result<fa::agent::HttpReply> request(const AgentProcess& a, const std::string& method,
+                                         const std::string& target, const std::string& body = "",
+                                         std::map<std::string, std::string> headers = {}, bool auth = true) {
   ClientOptions o;
   if (auth) o.token = a.token();
   o.headers = std::move(headers);
   o.timeout = std::chrono::seconds(30);
-  auto r = http_request(*parse_url(a.url()), method, target, body, o);
+  return http_request(*parse_url(a.url()), method, target, body, o);
+}
+
+fa::agent::HttpReply call(const AgentProcess& a, const std::string& method, const std::string& target,
+                          const std::string& body = "", std::map<std::string, std::string> headers = {},
+                          bool auth = true) {
+  auto r = request(a, method, target, body, std::move(headers), auth);
   REQUIRE(r.ok());
   return *r;
 }
@@ -204,12 +212,16 @@ TEST_CASE("server: 304 and long-poll", "[server]") {
 
   // A change during the wait (SIGHUP with a new public address moves the
   // advertised endpoint) ends it early with 200 and a new ETag.
-  auto poll = std::async(std::launch::async, [&] { return call(a, "GET", "/v1/status?wait=120", "", {{"If-None-Match", etag}}); });
+  auto poll = std::async(std::launch::async, [&] {
+    return request(a, "GET", "/v1/status?wait=120", "", {{"If-None-Match", etag}});
+  });
   REQUIRE(poll.wait_for(std::chrono::milliseconds(500)) == std::future_status::timeout);  // it is waiting
   std::ofstream(a.config_path(), std::ios::app) << "overlay: {public_address: 192.0.2.7}\n";
   a.signal(SIGHUP);
   REQUIRE(poll.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
-  auto changed = poll.get();
+  auto got = poll.get();
+  REQUIRE(got.ok());
+  auto changed = *got;
   CHECK(changed.status == 200);
   CHECK(changed.headers["etag"] != etag);
   CHECK(json::parse(changed.body)["mesh"]["endpoint"] == "192.0.2.7:51820");

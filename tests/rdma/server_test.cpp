@@ -65,12 +65,16 @@ TEST_CASE("records over a real socket: silence is a timeout, garbage a protocol 
   auto r1 = ch->recv(after(2));
   REQUIRE(r1.ok());
   CHECK(std::holds_alternative<Done>(*r1));
+  // The write's result is checked once the thread is joined: Catch2's
+  // assertions are not thread-safe.
+  ssize_t wrote = 0;
   std::thread later([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    write_all(srv.get(), "ers=9\n");
+    wrote = ::write(srv.get(), "ers=9\n", 6);
   });
   auto r2 = ch->recv(after(2));
   later.join();
+  REQUIRE(wrote == 6);
   REQUIRE(r2.ok());
   CHECK(std::get<LatencyStart>(*r2).iters == 9);
 
