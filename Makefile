@@ -3,7 +3,7 @@
 #   make run    install dependencies, build, run the agent on embedded defaults
 #   make test   install dependencies, build (plain and ASan/UBSan), run every test
 #   make test-tsan  the unit and netns tests under ThreadSanitizer (not in CI:
-#                   ~12 more minutes; run it when threaded code changes)
+#                   ~7 minutes on 2 cores; run it when threaded code changes)
 #   make package  build the .deb and the .rpm into $(BUILD)/packages (docs/packaging.md)
 # CI runs `make test` (see .ci/run). -Werror is on when CI is set.
 
