@@ -90,6 +90,10 @@ check "agent.yaml is packaging/agent.yaml" cmp -s "$src/packaging/agent.yaml" "$
 [ -z "$HAVE_UNIT" ] || check "unit is systemd/fabric-agent.service" cmp -s "$src/systemd/fabric-agent.service" \
   "$work/data/usr/lib/systemd/system/fabric-agent.service"
 check "man page is packaging/fabric-agent.8" cmp -s "$src/packaging/fabric-agent.8" <(zcat "$work/data/usr/share/man/man8/fabric-agent.8.gz")
+dynamic=$(readelf -d -W "$work/data/usr/bin/fabric-agent")
+expect_match "full RELRO: bound at start (BIND_NOW)" '\(FLAGS\).*BIND_NOW' "$dynamic"
+expect_match "position-independent (PIE)" '\(FLAGS_1\).*PIE' "$dynamic"
+expect_match "RELRO segment" 'GNU_RELRO' "$(readelf -l -W "$work/data/usr/bin/fabric-agent")"
 sections=$(readelf -S -W "$work/data/usr/bin/fabric-agent")
 expect_no_match "no symbol table" '\.symtab' "$sections"
 expect_no_match "no debug sections" '\.debug_' "$sections"
@@ -114,5 +118,6 @@ log "lintian ($(($(date +%s) - start)) s, exit $rc):"
 printf '%s\n' "$lint" | sed 's/^/  /' >&2
 expect_eq "lintian: no error or warning left" 0 "$rc"
 expect_no_match "lintian: no unused override" 'unused-override|mismatched-override' "$lint"
+expect_no_match "lintian: no hardening tag" 'hardening-' "$lint"
 
 finish
