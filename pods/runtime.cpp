@@ -35,26 +35,28 @@ Result<std::unique_ptr<PodsRuntime>> PodsRuntime::start(PodsRuntimeOptions o) {
   svc->reconcile();
   // From here on the runtime is kept whatever the socket does: it holds
   // what reconcile adopted.
-  if (auto s = rt->serve(); !s) {
-    rt->socket_error_ = s.error().message;
+  if (!rt->serve())
     fa::logger("pods")->error("containers cannot register until {} is served ({}); {} registered",
                               rt->opt_.socket, rt->socket_error_, svc->list()["pods"].size());
-  }
   return rt;
 }
 
-Status PodsRuntime::serve() {
+bool PodsRuntime::serve() {
   PodService* svc = svc_.get();
   auto serialize = opt_.serialize;
   auto srv = PodSocketServer::start(opt_.socket, [svc, serialize](const json& req) {
     if (serialize) return serialize([&] { return svc->handle(req); });
     return svc->handle(req);
   });
-  if (!srv) return srv.take_error();
+  if (!srv) {
+    socket_error_ = srv.error().message;
+    return false;
+  }
   srv_ = std::move(*srv);
+  socket_error_.clear();
   fa::logger("pods")->info("pod registrations on {} ({} registered)", opt_.socket,
                            svc->list()["pods"].size());
-  return {};
+  return true;
 }
 
 PodsRuntime::~PodsRuntime() { srv_.reset(); }
@@ -74,12 +76,7 @@ std::vector<std::string> PodsRuntime::on_discovery(const json& inspect) {
   for (const auto& x : logged_)
     if (!has(now, x)) log->info("{}{} (cleared)", x.rfind("CDI spec", 0) == 0 ? "" : "CDI spec: ", x);
   logged_ = now;
-  if (!srv_) {
-    if (auto s = serve(); !s)
-      socket_error_ = s.error().message;  // logged when it first failed
-    else
-      socket_error_.clear();
-  }
+  if (!srv_) serve();  // a failure was logged when it first failed
   if (!socket_error_.empty())
     now.push_back("pod registrations not served on " + opt_.socket + ": " + socket_error_ +
                   "; containers cannot register");

@@ -61,7 +61,7 @@ class PodsRuntime {
  private:
   PodsRuntime() = default;
   Result<std::vector<std::string>> write_spec(const nlohmann::json& inspect);
-  Status serve();             // the socket server, registrations handled by svc_
+  bool serve();               // the socket server, registrations handled by svc_; sets socket_error_
   std::string socket_error_;  // why the socket is not served ("" = served)
   PodsRuntimeOptions opt_;
   std::vector<std::string> logged_;  // warnings as of the last pass, to log changes only
