@@ -340,8 +340,11 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
   Device change = diff(*cur, std::move(want));
   if (cur->private_key) wipe(*cur->private_key);  // want holds the key from here on
   wipe(*want.private_key);
-  int added = 0, removed = 0, updated = 0;
+  // replace_peers: every current peer goes, with no remove entry of its own.
+  int added = 0, removed = change.replace_peers ? static_cast<int>(cur->peers.size()) : 0, updated = 0;
   for (const auto& p : change.peers) (p.remove ? removed : p.update_only ? updated : added)++;
+  if (debug && change.replace_peers)
+    log()->debug("{}: no current peer stays: the peer list is replaced in one step ({} go)", ifname, removed);
   const bool device_changed = !is_noop(change);
   if (device_changed) {
     // Worth a thread to the kernel backend when there is work for the time

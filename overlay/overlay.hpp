@@ -136,14 +136,18 @@ struct Device {
   std::optional<Key> public_key;  // observed only
   std::optional<uint16_t> listen_port;
   std::optional<uint32_t> fwmark;
-  bool replace_peers = false;  // never set by diff() on a live interface
+  // Set by diff() only when no current peer stays (every session it would
+  // reset belongs to a peer that goes anyway).
+  bool replace_peers = false;
   std::vector<Peer> peers;
 };
 
 // Pure: the smallest change set that turns `current` into `desired`. Peers
-// only in `current` are removed, new peers are added, changed peers carry
-// update_only plus exactly the fields that differ (replace_allowed_ips only
-// when the set of allowed IPs differs). Unchanged peers are not in the set.
+// only in `current` are removed (each with its own remove flag or, when no
+// current peer stays, all at once with replace_peers), new peers are added,
+// changed peers carry update_only plus exactly the fields that differ
+// (replace_allowed_ips only when the set of allowed IPs differs). Unchanged
+// peers are not in the set.
 Device diff(const Device& current, const Device& desired);
 // The same, moving desired's allowed-IP lists into the change (desired's
 // peers are left without them; when current has no peer, desired's peer

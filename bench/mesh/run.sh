@@ -23,7 +23,9 @@
 # <= 1.0), missed (its lower end > 1.0) or neither. agent_json_ms is the
 # same apply printing its JSON report; agent_lib_ms is apply()'s own
 # elapsed_us (without process start and file parsing), to tell the two
-# costs apart. Then, in a 250-peer mesh where two
+# costs apart. Then every peer of 250 replaced by 250 others, and all 250
+# removed, against `wg setconf` of the new set and of none. Then, in a
+# 250-peer mesh where two
 # of the peers are real nodes with live sessions: the time of a one-peer
 # endpoint change, the whole `mesh apply` process (target < 5 ms) and the
 # library's own elapsed_us, beside `wg set` doing the same change, and how
@@ -53,6 +55,7 @@ if [ "${1:-}" = --lab ]; then
   trap 'rm -rf "$LABDIR"' EXIT
   gen_peers 250 "$LABDIR/p250"
   gen_peers 1000 "$LABDIR/p1000"
+  gen_peers 250 "$LABDIR/p250b"
   cp "${BASH_SOURCE[0]}" "$LABDIR/run.sh"
   cp "$(dirname "${BASH_SOURCE[0]}")/peers.sh" "$LABDIR/peers.sh"
   # ASLR=0: address randomisation off inside the VM. QEMU's TCG (7.2) finds
@@ -69,7 +72,7 @@ if [ "${1:-}" = --lab ]; then
     echo "RUNS=${RUNS:-31} ONE_RUNS=${ONE_RUNS:-15} COPIES=${COPIES:-3} BACKEND=kernel PEERS_DIR=\$LAB_FILES bash \$LAB_FILES/run.sh /usr/bin/fabric-agent"
   } >"$LABDIR/bench-mesh.sh"
   "$SRC/tests/lab/run" --timeout "${FA_LAB_TIMEOUT:-3600}" --binary "$AGENT" --file "$LABDIR/run.sh" \
-    --file "$LABDIR/peers.sh" --file "$LABDIR/p250" --file "$LABDIR/p1000" "$LABDIR/bench-mesh.sh"
+    --file "$LABDIR/peers.sh" --file "$LABDIR/p250" --file "$LABDIR/p1000" --file "$LABDIR/p250b" "$LABDIR/bench-mesh.sh"
   exit 0
 fi
 
@@ -266,6 +269,42 @@ done
 echo
 printf '%s\n' "${verdict[@]}"
 
+# The node handed to another cluster: 250 peers replaced by 250 others (no
+# peer in common), and the list emptied, each tool from the 250 peers it
+# put there itself. No current peer stays, so the agent sends the peer list
+# as a replacement (REPLACE_PEERS / replace_peers=true), as `wg setconf`
+# always does; before, it removed each old peer by itself.
+if [ -n "${PEERS_DIR:-}" ] && [ -f "$PEERS_DIR/p250b" ]; then cp "$PEERS_DIR/p250b" "$DIR/p250b"; else gen_peers 250 "$DIR/p250b"; fi
+mesh_json "$DIR/p250b" "$IF" >"$DIR/m250b.json"
+wg_conf "$DIR/p250b" >"$DIR/w250b.conf"
+: >"$DIR/tra"
+: >"$DIR/trw"
+: >"$DIR/tea"
+: >"$DIR/tew"
+replace_agent() {
+  apply_a "$DIR/m250.json" >/dev/null
+  timed_a /dev/null "${AGENTS[COPY]}" "${APPLY_ARGS[@]}" "$DIR/m250b.json" >>"$DIR/tra"
+  [ "$(inA wg show "$IF" peers | sort)" = "$(awk '{print $1}' "$DIR/p250b" | sort)" ] ||
+    { echo "agent: not exactly the 250 other peers" >&2; exit 1; }
+  apply_a "$DIR/m250.json" >/dev/null
+  timed_a /dev/null "${AGENTS[COPY]}" "${APPLY_ARGS[@]}" "$DIR/empty.json" >>"$DIR/tea"
+  [ -z "$(inA wg show "$IF" peers)" ] || { echo "agent left peers behind" >&2; exit 1; }
+}
+replace_wg() {
+  inA wg setconf "$IF" "$DIR/w250.conf"
+  timed_a /dev/null "${WGS[COPY]}" setconf "$IF" "$DIR/w250b.conf" >>"$DIR/trw"
+  inA wg setconf "$IF" "$DIR/w250.conf"
+  timed_a /dev/null "${WGS[COPY]}" setconf "$IF" "$DIR/w0.conf" >>"$DIR/tew"
+}
+alternate replace_agent replace_wg 250
+echo
+echo "every peer replaced or removed, from 250 peers (the node handed to another cluster), $RUNS runs:"
+paired "$DIR/tra" "$DIR/trw"
+echo "  250 -> 250 others: agent $(median <"$DIR/tra") ms, wg setconf $(median <"$DIR/trw") ms, pair_ratio $ci"
+paired "$DIR/tea" "$DIR/tew"
+echo "  250 -> none:       agent $(median <"$DIR/tea") ms, wg setconf $(median <"$DIR/tew") ms, pair_ratio $ci"
+apply_a "$DIR/empty.json" >/dev/null
+
 # One-peer change in a 250-peer mesh with two live sessions (nodes b, c).
 for n in b c; do
   ip netns exec ${NS}$n "$AGENT" mesh apply --overlay-cidr 10.64.0.0/16 --backend "$BACKEND" --json --file /dev/stdin \
@@ -407,7 +446,7 @@ run_dput() {
     -H "Authorization: Bearer $(cat "$DIR/token")" -H 'Content-Type: application/json' --data-binary @"$DIR/dm$n.json" \
     "http://127.0.0.1:$DPORT/v1/mesh")
   [ "${code%% *}" = 200 ] || { echo "PUT /v1/mesh answered $code: $(head -c 300 "$DIR/d.out")" >&2; exit 1; }
-  grep -q "\"peers_added\": *$n[,}]" "$DIR/d.out" || { echo "daemon did not add $n peers: $(head -c 300 "$DIR/d.out")" >&2; exit 1; }
+  grep -q "\"peers_added\": *${n}[,}]" "$DIR/d.out" || { echo "daemon did not add $n peers: $(head -c 300 "$DIR/d.out")" >&2; exit 1; }
   awk '{printf "%d\n", $2 * 1e9}' <<<"$code" >>"$DIR/tdn"
 }
 run_dwg() {

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "overlay/overlay.hpp"
@@ -240,6 +241,55 @@ TEST_CASE("diff: add and remove touch only those peers", "[diff]") {
   CHECK(rm.public_key == key(2));
   CHECK(rm.remove);
   CHECK(rm.allowed_ips.empty());
+}
+
+TEST_CASE("diff: when no current peer stays, the peer list is replaced in one step", "[diff]") {
+  Device cur =
+      dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"})});
+  Device want =
+      dev({peer(3, "192.0.2.3:51820", {"10.42.0.4/32"}), peer(4, "192.0.2.4:51820", {"10.42.0.5/32"}, 25)});
+  for (bool by_move : {false, true}) {
+    INFO("by_move " << by_move);
+    Device w = want;
+    Device ch = by_move ? diff(cur, std::move(w)) : diff(cur, std::as_const(w));
+    CHECK(ch.replace_peers);
+    REQUIRE(ch.peers.size() == 2);  // the new peers only: no remove entry
+    CHECK(ch.peers[0].public_key == key(3));
+    CHECK(ch.peers[1].public_key == key(4));
+    for (const auto& p : ch.peers) {
+      CHECK_FALSE(p.remove);
+      CHECK_FALSE(p.update_only);
+    }
+    CHECK(ch.peers[1].persistent_keepalive == 25);
+    Device after = merge(cur, ch);
+    REQUIRE(after.peers.size() == 2);
+    CHECK(is_noop(diff(after, want)));
+  }
+  // Emptying the list: the flag alone.
+  Device none = dev({});
+  Device empty = diff(cur, none);
+  CHECK(empty.replace_peers);
+  CHECK(empty.peers.empty());
+  CHECK_FALSE(is_noop(empty));
+  CHECK(merge(cur, empty).peers.empty());
+  // One current peer stays, unchanged or changed: per-peer removal, never
+  // the flag (it would reset that peer's session).
+  for (const char* endpoint : {"192.0.2.2:51820", "192.0.2.22:51820"}) {
+    INFO(endpoint);
+    Device keep = dev({peer(2, endpoint, {"10.42.0.3/32"}), peer(3, "192.0.2.3:51820", {"10.42.0.4/32"})});
+    Device ch = diff(cur, keep);
+    CHECK_FALSE(ch.replace_peers);
+    size_t removes = 0;
+    for (const auto& p : ch.peers)
+      if (p.remove) {
+        CHECK(p.public_key == key(1));
+        ++removes;
+      }
+    CHECK(removes == 1);
+  }
+  // A device without peers has nothing to replace.
+  CHECK_FALSE(diff(none, want).replace_peers);
+  CHECK_FALSE(diff(none, Device(want)).replace_peers);
 }
 
 TEST_CASE("diff: endpoint change sends only the endpoint of that peer", "[diff]") {

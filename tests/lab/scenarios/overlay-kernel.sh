@@ -83,17 +83,20 @@ hs0=$(on a wg show wg0 latest-handshakes)
 # Synthetic peers from one awk (process creation is slow under emulation),
 # canonical base64 keys (the last character before '=' carries 4 bits), on a
 # second interface of node a with a wider overlay CIDR (10.64.0.0/10).
-awk -v seed=7 'BEGIN {
-  srand(seed); b = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"; last = "AEIMQUYcgkosw048"
-  printf "{\"cluster_id\":\"lab\",\"interface\":\"wgbig\",\"address\":\"10.64.0.1/10\",\"listen_port\":51999,\"peers\":["
-  for (i = 0; i < 1000; i++) {
-    k = ""; for (j = 0; j < 42; j++) k = k substr(b, int(rand() * 64) + 1, 1); k = k substr(last, int(rand() * 16) + 1, 1) "="
-    ips = sprintf("\"10.%d.%d.%d/32\"", 65 + int(i / 250), i % 250, 1)
-    if (i == 500) for (j = 0; j < 700; j++) ips = ips sprintf(",\"10.100.%d.%d/32\"", int(j / 250), j % 250 + 1)
-    printf "%s{\"public_key\":\"%s\",\"endpoint\":\"192.0.2.%d:%d\",\"allowed_ips\":[%s]}", (i ? "," : ""), k, i % 250 + 1, 1000 + i, ips
-  }
-  printf "]}\n"
-}' > "$W/big.json"
+big_doc() {  # big_doc SEED: 1000 peers of keys drawn from SEED
+  awk -v seed="$1" 'BEGIN {
+    srand(seed); b = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"; last = "AEIMQUYcgkosw048"
+    printf "{\"cluster_id\":\"lab\",\"interface\":\"wgbig\",\"address\":\"10.64.0.1/10\",\"listen_port\":51999,\"peers\":["
+    for (i = 0; i < 1000; i++) {
+      k = ""; for (j = 0; j < 42; j++) k = k substr(b, int(rand() * 64) + 1, 1); k = k substr(last, int(rand() * 16) + 1, 1) "="
+      ips = sprintf("\"10.%d.%d.%d/32\"", 65 + int(i / 250), i % 250, 1)
+      if (i == 500) for (j = 0; j < 700; j++) ips = ips sprintf(",\"10.100.%d.%d/32\"", int(j / 250), j % 250 + 1)
+      printf "%s{\"public_key\":\"%s\",\"endpoint\":\"192.0.2.%d:%d\",\"allowed_ips\":[%s]}", (i ? "," : ""), k, i % 250 + 1, 1000 + i, ips
+    }
+    printf "]}\n"
+  }'
+}
+big_doc 7 > "$W/big.json"
 sleep 1.1  # handshake times have one-second resolution
 FA_LOG_LEVEL=debug apply_on a "$W/big.json" --overlay-cidr 10.64.0.0/10 2> "$W/big.log"
 assert_eq "$(jl .backend)" kernel "wgbig backend"
@@ -112,6 +115,16 @@ FA_LOG_LEVEL=debug apply_on a "$W/big.json" --overlay-cidr 10.64.0.0/10 2> "$W/b
 assert_eq "$(jl .changes.device_changed)" false "1000-peer re-apply is a no-op (dump merged correctly)"
 assert_contains "$(cat "$W/big2.log")" "(1000 peers, asked while the file was parsed)" \
   "the 1000-peer device was read while the file was parsed (EarlyGet's thread)"
+step "1000 other peers replace the list in one step"
+big_doc 8 > "$W/big8.json"
+FA_LOG_LEVEL=debug apply_on a "$W/big8.json" --overlay-cidr 10.64.0.0/10 2> "$W/big8.log"
+assert_contains "$(cat "$W/big8.log")" "no current peer stays: the peer list is replaced in one step (1000 go)" \
+  "no peer of the old list stays: REPLACE_PEERS"
+assert_eq "$(jl .changes.peers_removed) $(jl .changes.peers_added)" "1000 1000" "1000 removed, 1000 added"
+jq -r '.peers[] | .public_key as $k | .allowed_ips[] | $k + " " + .' "$W/big8.json" | sort > "$W/big8.want"
+on a wg show wgbig allowed-ips | awk '{ for (i = 2; i <= NF; i++) print $1, $i }' | sort > "$W/big8.got"
+assert_cmd "exactly the new peers and allowed IPs" cmp "$W/big8.want" "$W/big8.got"
+assert_eq "$(jl '.peers | length')" 1000 "the report lists the 1000 new peers"
 assert_eq "$(on a wg show wg0 latest-handshakes)" "$hs0" "wg0 session untouched by wgbig"
 # Kernel numbers for bench/mesh (emulated CPU: only the ratio means much):
 # 1000 peers onto an up interface with none, agent vs `wg setconf` (its
