@@ -36,6 +36,13 @@ std::string uapi_set_request(const Device& ch) {
     s.append(key).append("=").append(value).append("\n");
   };
   s += "set=1\n";
+  // wireguard-go applies the lines in order: a new private key first would
+  // have it derive the shared secret with every current peer (X25519 each)
+  // only for replace_peers to drop them all on the next line. The other
+  // way round the key meets no peer (250 peers replaced under a new key:
+  // 28.8 -> 15.9 ms here). The kernel removes before it sets the key,
+  // whatever the attribute order.
+  if (ch.replace_peers) s += "replace_peers=true\n";
   if (ch.private_key) {
     s += "private_key=";
     append_key_hex(s, *ch.private_key);
@@ -43,7 +50,6 @@ std::string uapi_set_request(const Device& ch) {
   }
   if (ch.listen_port) line("listen_port", std::to_string(*ch.listen_port));
   if (ch.fwmark) line("fwmark", std::to_string(*ch.fwmark));
-  if (ch.replace_peers) s += "replace_peers=true\n";
   // Per peer, keys and addresses are formatted straight into the buffer.
   for (const auto& p : ch.peers) {
     s += "public_key=";

@@ -276,6 +276,28 @@ TEST_CASE("a peer set with no current peer in it replaces the list in one step, 
   CHECK(r["changes"]["peers_added"] == 1);
   CHECK(m.ping(0, 1));
   CHECK(wg_map(m.ns[0], m.ifn[0], "latest-handshakes")[m.pub[1]] == before[m.pub[1]]);
+  // A new private key with a new peer list (replace_peers goes before the
+  // key in the request): the key and exactly the new peers land.
+  std::string key_file = m.dir + "/node0.key";
+  run("umask 077 && wg genkey > " + key_file);
+  std::string new_pub = run("wg pubkey < " + key_file).out;
+  while (!new_pub.empty() && new_pub.back() == '\n') new_pub.pop_back();
+  REQUIRE(new_pub.size() == 44);
+  // Node 0 holds node 1 and the first other peer: node 2 and the second
+  // other peer keep neither.
+  json rekeyed = m.doc(0, false);
+  rekeyed["private_key_file"] = key_file;
+  rekeyed["peers"] = {m.doc(0, true)["peers"][1], other["peers"][1]};
+  std::tie(r, log) = apply_debug(rekeyed);
+  CHECK(log.find("the peer list is replaced in one step (2 go)") != std::string::npos);
+  CHECK(r["changes"]["peers_removed"] == 2);
+  CHECK(r["changes"]["peers_added"] == 2);
+  CHECK(r["public_key"] == new_pub);
+  CHECK(run("ip netns exec " + m.ns[0] + " wg show " + m.ifn[0] + " public-key").out == new_pub + "\n");
+  std::map<std::string, std::string> rekeyed_ips;
+  for (const auto& p : rekeyed["peers"])
+    rekeyed_ips[p["public_key"].get<std::string>()] = p["allowed_ips"][0].get<std::string>();
+  CHECK(wg_map(m.ns[0], m.ifn[0], "allowed-ips") == rekeyed_ips);
   // Emptied: the flag alone.
   std::tie(r, log) = apply_debug(m.doc(0, false));
   CHECK(log.find("the peer list is replaced in one step (2 go)") != std::string::npos);

@@ -131,5 +131,9 @@ TEST_CASE("UAPI set request stays within the size reserved for it", "[uapi]") {
   std::string req = uapi_set_request(ch);
   CHECK(req.size() <= bound);
   CHECK(req.capacity() == bound);
-  CHECK(req.rfind("set=1\nprivate_key=", 0) == 0);
+  // replace_peers before the key: wireguard-go then derives nothing for
+  // peers it is about to drop.
+  CHECK(req.rfind("set=1\nreplace_peers=true\nprivate_key=", 0) == 0);
+  ch.replace_peers = false;
+  CHECK(uapi_set_request(ch).rfind("set=1\nprivate_key=", 0) == 0);
 }
