@@ -21,6 +21,12 @@ using nlohmann::json;
 
 namespace {
 
+// A command's one line of output, without its newline.
+std::string line_of(std::string out) {
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
 struct Mesh {
   std::string t = tag();
   std::string bns = "fab" + t;
@@ -67,13 +73,16 @@ struct Mesh {
     return d;
   }
 
-  json apply(size_t i, const json& d) const {
+  // debug_log: run with FA_LOG_LEVEL=debug and hand back what it logged.
+  json apply(size_t i, const json& d, std::string* debug_log = nullptr) const {
     std::string f = dir + "/n" + std::to_string(i) + ".json";
     write_file(f, d.dump(2));
-    auto o = run("ip netns exec " + ns[i] + " " + agent() + " mesh apply --backend userspace --json --file " +
-                 f + " 2>" + dir + "/err.log");
-    INFO("apply on " << ns[i] << " rc=" << o.rc << "\n" << o.out << "\n" << read_file(dir + "/err.log"));
+    auto o = run("ip netns exec " + ns[i] + (debug_log ? " env FA_LOG_LEVEL=debug " : " ") + agent() +
+                 " mesh apply --backend userspace --json --file " + f + " 2>" + dir + "/err.log");
+    std::string log = read_file(dir + "/err.log");
+    INFO("apply on " << ns[i] << " rc=" << o.rc << "\n" << o.out << "\n" << log);
     REQUIRE(o.rc == 0);
+    if (debug_log) *debug_log = std::move(log);
     return json::parse(o.out);
   }
 
@@ -225,8 +234,7 @@ TEST_CASE("a peer set with no current peer in it replaces the list in one step, 
   json other = m.doc(0, false);
   std::map<std::string, std::string> want_ips, want_eps;
   for (int k = 0; k < 2; ++k) {
-    std::string key = run("wg genkey | wg pubkey").out;
-    while (!key.empty() && key.back() == '\n') key.pop_back();
+    std::string key = line_of(run("wg genkey | wg pubkey").out);
     REQUIRE(key.size() == 44);
     std::string ip = "10.42.0." + std::to_string(20 + k) + "/32";
     std::string ep = "192.168.77." + std::to_string(20 + k) + ":51820";
@@ -235,14 +243,9 @@ TEST_CASE("a peer set with no current peer in it replaces the list in one step, 
     want_eps[key] = ep;
   }
   auto apply_debug = [&](const json& d) {
-    std::string f = m.dir + "/replace.json";
-    write_file(f, d.dump());
-    auto o = run("ip netns exec " + m.ns[0] + " env FA_LOG_LEVEL=debug " + agent() +
-                 " mesh apply --backend userspace --json --file " + f + " 2>" + m.dir + "/replace.log");
-    std::string log = read_file(m.dir + "/replace.log");
-    INFO("rc=" << o.rc << "\n" << o.out << "\n" << log);
-    REQUIRE(o.rc == 0);
-    return std::make_pair(json::parse(o.out), log);
+    std::string log;
+    json r = m.apply(0, d, &log);
+    return std::make_pair(std::move(r), std::move(log));
   };
   auto [r, log] = apply_debug(other);
   CHECK(log.find("no current peer stays: the peer list is replaced in one step (2 go)") != std::string::npos);
@@ -280,8 +283,7 @@ TEST_CASE("a peer set with no current peer in it replaces the list in one step, 
   // key in the request): the key and exactly the new peers land.
   std::string key_file = m.dir + "/node0.key";
   run("umask 077 && wg genkey > " + key_file);
-  std::string new_pub = run("wg pubkey < " + key_file).out;
-  while (!new_pub.empty() && new_pub.back() == '\n') new_pub.pop_back();
+  std::string new_pub = line_of(run("wg pubkey < " + key_file).out);
   REQUIRE(new_pub.size() == 44);
   // Node 0 holds node 1 and the first other peer: node 2 and the second
   // other peer keep neither.
