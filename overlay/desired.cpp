@@ -699,16 +699,21 @@ json to_json(const DesiredMesh& m) {
   if (m.private_key_file) j["private_key_file"] = *m.private_key_file;
   if (m.mtu) j["mtu"] = *m.mtu;
   if (m.netns) j["netns"] = *m.netns;
-  j["peers"] = json::array();
+  // Built in place, without a lookup per field (as show_doc does).
+  json::array_t peers;
+  peers.reserve(m.peers.size());
   for (const auto& p : m.peers) {
-    json pj;
-    pj["public_key"] = key_to_base64(p.public_key);
-    if (p.endpoint) pj["endpoint"] = p.endpoint->str();
-    pj["allowed_ips"] = json::array();
-    for (const auto& a : p.allowed_ips) pj["allowed_ips"].push_back(a.str());
-    pj["persistent_keepalive"] = p.persistent_keepalive;
-    j["peers"].push_back(std::move(pj));
+    json::array_t ips;
+    ips.reserve(p.allowed_ips.size());
+    for (const auto& a : p.allowed_ips) ips.emplace_back(a.str());
+    json& pj = peers.emplace_back(json::value_t::object);
+    auto& o = *pj.get_ptr<json::object_t*>();
+    o.emplace("public_key", key_to_base64(p.public_key));
+    if (p.endpoint) o.emplace("endpoint", p.endpoint->str());
+    o.emplace("allowed_ips", std::move(ips));
+    o.emplace("persistent_keepalive", p.persistent_keepalive);
   }
+  j["peers"] = std::move(peers);
   return j;
 }
 

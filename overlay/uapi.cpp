@@ -38,7 +38,7 @@ std::string uapi_set_request(const Device& ch) {
   s += "set=1\n";
   // wireguard-go applies the lines in order: a new private key first would
   // have it derive the shared secret with every current peer (X25519 each)
-  // only for replace_peers to drop them all on the next line. The other
+  // only for a later replace_peers line to drop them all. The other
   // way round the key meets no peer (250 peers replaced under a new key:
   // 28.8 -> 15.9 ms here). The kernel removes before it sets the key,
   // whatever the attribute order.
