@@ -386,13 +386,28 @@ ApiResult Core::get_mesh() {
 
 ApiResult Core::put_mesh(json doc) {
   if (!mesh_) return unavailable("the overlay (overlay/)");
-  auto log = fa::logger("mesh");
   const Config cfg = config();
   std::lock_guard lk(op_mu_);
-  // Without a key file of its own, the mesh uses the agent's key, so the
-  // public key the control plane read from /v1/status stays true.
-  if (doc.is_object() && !doc.contains("private_key_file")) doc["private_key_file"] = key_path();
-  MeshValidation v = mesh_->validate(doc);
+  // Without a key file of its own (none named, or null), the mesh uses the
+  // agent's key, so the public key the control plane read from /v1/status
+  // stays true.
+  if (doc.is_object())
+    if (auto it = doc.find("private_key_file"); it == doc.end() || it->is_null())
+      doc["private_key_file"] = key_path();
+  return put_validated_locked(cfg, mesh_->validate(doc));
+}
+
+std::optional<ApiResult> Core::put_mesh_text(std::string_view body) {
+  if (!mesh_) return std::nullopt;  // put_mesh says so, after the body's own errors
+  const Config cfg = config();
+  std::lock_guard lk(op_mu_);
+  auto v = mesh_->validate_text(body, key_path());
+  if (!v) return std::nullopt;
+  return put_validated_locked(cfg, std::move(*v));
+}
+
+ApiResult Core::put_validated_locked(const Config& cfg, MeshValidation v) {
+  auto log = fa::logger("mesh");
   if (!v.canonical) {
     ApiFailure f{422, "validation_failed", "", "", json::array()};
     for (const auto& e : v.errors)

@@ -94,6 +94,9 @@ class Core {
   // Blocking, serialised.
   ApiResult get_mesh();
   ApiResult put_mesh(nlohmann::json doc);
+  // PUT /v1/mesh's body as it came: nullopt when it is not of the usual shape
+  // (MeshOps::validate_text), and the caller then parses it for put_mesh().
+  std::optional<ApiResult> put_mesh_text(std::string_view body);
   ApiResult delete_mesh();
   nlohmann::json pods() const;
 
@@ -129,6 +132,8 @@ class Core {
   // The status text without its agent block (Snapshot::stable_body).
   std::string stable_body_locked(const nlohmann::json& inspect, nlohmann::json mesh_summary);
   void publish_locked(std::string stable_body, nlohmann::json inspect);
+  // put_mesh's work once the document is validated.
+  ApiResult put_validated_locked(const Config& cfg, MeshValidation v);
   std::optional<std::string> own_endpoint_locked(const nlohmann::json& inspect) const;
   std::string key_path() const;
   std::optional<std::string> mesh_netns_locked(const nlohmann::json& desired);

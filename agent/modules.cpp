@@ -128,16 +128,30 @@ class OverlayMesh final : public MeshOps {
     po.overlay_cidr = cidr_;
     auto r = overlay::parse_desired(doc, po);
     MeshValidation v;
-    if (r.ok()) {
-      if (!r.mesh->mtu) r.mesh->mtu = default_mtu_;
-      v.canonical = overlay::to_json(*r.mesh);
-      // PUT /v1/mesh applies what it just validated: keep the parsed form so
-      // that apply() of the same document does not parse it a second time.
-      // The token says which document that is (no copy of it to compare).
-      v.token = ++tokens_;
-      last_ = Validated{v.token, std::move(*r.mesh), std::move(early)};
-    }
+    if (r.ok()) keep(v, std::move(*r.mesh), std::move(early));
     for (const auto& e : r.errors) v.errors.push_back({e.field, e.value, e.message});
+    return v;
+  }
+
+  std::optional<MeshValidation> validate_text(std::string_view text, const std::string& key_file) override {
+    discard();
+    // As validate(), the device is read meanwhile: from the moment the
+    // interface's name is read (a document that turns out to name a netns
+    // leaves the read unused, as `mesh apply` does).
+    overlay::EarlyGet early;
+    overlay::ParseOptions po;
+    po.overlay_cidr = cidr_;
+    po.on_interface = [&](const std::string& name) {
+      early = overlay::EarlyGet::start(name, apply_opt_.uapi_dir, apply_opt_.backend);
+    };
+    auto r = overlay::parse_desired_json_sax(text, po);
+    if (!r) return std::nullopt;
+    MeshValidation v;
+    if (r->ok()) {
+      if (!r->mesh->private_key_file) r->mesh->private_key_file = key_file;
+      keep(v, std::move(*r->mesh), std::move(early));
+    }
+    for (const auto& e : r->errors) v.errors.push_back({e.field, e.value, e.message});
     return v;
   }
 
@@ -202,6 +216,15 @@ class OverlayMesh final : public MeshOps {
   }
 
  private:
+  // A valid document: its canonical form, and its parsed form kept for the
+  // apply() of the same document, which then does not parse it a second
+  // time; the token says which document that is (no copy of it to compare).
+  void keep(MeshValidation& v, overlay::DesiredMesh m, overlay::EarlyGet early) {
+    if (!m.mtu) m.mtu = default_mtu_;
+    v.canonical = overlay::to_json(m);
+    v.token = ++tokens_;
+    last_ = Validated{v.token, std::move(m), std::move(early)};
+  }
   struct Validated {
     uint64_t token;
     overlay::DesiredMesh mesh;

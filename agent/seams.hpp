@@ -47,6 +47,16 @@ class MeshOps {
   // Validates the whole document (no side effect on the interface; it may
   // start reading it, see overlay::EarlyGet).
   virtual MeshValidation validate(const nlohmann::json& doc) = 0;
+  // The same for the document as JSON text (the body of PUT /v1/mesh), with
+  // `key_file` as its private_key_file when it names none (absent or null),
+  // read without building a document when the text has the usual shape.
+  // nullopt for any other text (another shape, a syntax error) and where
+  // there is no such path: the caller then parses it and calls validate(),
+  // which says exactly what is wrong.
+  virtual std::optional<MeshValidation> validate_text(std::string_view /*text*/,
+                                                      const std::string& /*key_file*/) {
+    return std::nullopt;
+  }
   // Forgets what validate() kept for the apply() of the same document (its
   // parsed form, a read of the device already sent) when that document is
   // not going to be applied after all.

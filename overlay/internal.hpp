@@ -45,10 +45,6 @@ std::optional<Key> keyring_public_key(const std::string& ifname, const Key& priv
 void keyring_remember(const std::string& ifname, const Key& private_key, const Key& public_key);
 void keyring_forget(const std::string& ifname);
 
-// parse_desired_json's first try: the document's usual shape read without
-// building a document; nullopt when the text needs parse_desired(json).
-std::optional<ParseResult> parse_desired_json_sax(std::string_view text, const ParseOptions& opt);
-
 // ------------------------------------------------- UAPI text protocol ---
 // https://www.wireguard.com/xplatform/ - "set=1" / "get=1" requests, key=value
 // lines, blank line ends a message, replies end with "errno=N".

@@ -218,6 +218,11 @@ ParseResult parse_desired(const nlohmann::json& doc, const ParseOptions& opt = {
 // which json::parse refuses with out_of_range, is reported as an error of
 // its field instead.
 ParseResult parse_desired_json(std::string_view text, const ParseOptions& opt = {});
+// parse_desired_json's first try, on its own: the document's usual shape
+// read without building a document; nullopt for any other text (another
+// shape, a syntax error, nesting a desired state does not have), which
+// parse_desired(json) then reads. Never throws nlohmann's exceptions.
+std::optional<ParseResult> parse_desired_json_sax(std::string_view text, const ParseOptions& opt = {});
 ParseResult parse_desired_yaml(std::string_view text, const ParseOptions& opt = {});
 
 // --------------------------------------------------------------- actions ---

@@ -46,7 +46,20 @@ struct TestMesh : MeshOps {
   std::shared_ptr<std::atomic<int>> applies = std::make_shared<std::atomic<int>>(0);
   std::shared_ptr<json> live = std::make_shared<json>(nullptr);
   std::shared_ptr<std::atomic<bool>> fail_apply = std::make_shared<std::atomic<bool>>(false);
+  // validate_text: off, as a module without that path (the document path);
+  // on, it reads any JSON object's text (and counts), nullopt otherwise.
+  std::shared_ptr<std::atomic<bool>> text_path = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<std::atomic<int>> text_reads = std::make_shared<std::atomic<int>>(0);
 
+  std::optional<MeshValidation> validate_text(std::string_view text, const std::string& key_file) override {
+    if (!*text_path) return std::nullopt;
+    json doc = json::parse(text, nullptr, false);
+    if (!doc.is_object()) return std::nullopt;
+    if (!doc.contains("private_key_file") || doc["private_key_file"].is_null())
+      doc["private_key_file"] = key_file;
+    ++*text_reads;
+    return validate(doc);
+  }
   MeshValidation validate(const json& doc) override {
     MeshValidation v;
     if (!doc.contains("cluster_id") || !doc["cluster_id"].is_string())
@@ -366,6 +379,138 @@ TEST_CASE("mesh: 415, 400, 422 with field, 200, idempotent, 409, delete", "[api]
   CHECK(del2.result_int() == 200);
   CHECK(json::parse(del2.body())["removed"] == false);
   CHECK(f.respond(put(R"({"cluster_id":"c-2","peers":[]})")).result_int() == 200);
+}
+
+// PUT /v1/mesh reads a body of the usual shape without building a document
+// (MeshOps::validate_text); the overlay's own MeshOps must then come to the
+// same verdict as the document path: the same canonical document, with the
+// agent's key file where the body names none (absent or null) and the
+// configured MTU where it gives none, or the same errors in the same order.
+// Anything else (another shape, a syntax error, deep nesting) is left to
+// the document path, which says exactly what is wrong.
+TEST_CASE("mesh: the body's text and the document validate alike in the overlay", "[api]") {
+  fa::Config cfg;
+  cfg.overlay.backend = "userspace";  // reads nothing: no wireguard-go serves these names
+  cfg.overlay.mtu = 1380;
+  auto ops = make_mesh_ops(cfg);
+  const std::string key_file = "/var/lib/fabric-agent/wg.key";
+  const std::string k1 = "xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=";
+  const std::string k2 = "HIgo9xNzJMWLKASShiTqIybxZ0U3wGLiUeJ1PKf8ykw=";
+  const std::string p1 =
+      R"({"public_key":")" + k1 + R"(","endpoint":"192.0.2.1:51820","allowed_ips":["10.42.0.2/32"]})";
+  const std::string p2 =
+      R"({"public_key":")" + k2 + R"(","allowed_ips":["10.42.0.3/32"],"persistent_keepalive":25})";
+  struct Case {
+    std::string name, text;
+    bool valid;
+  };
+  const std::vector<Case> usual = {
+      {"address before peers",
+       R"({"cluster_id":"c-1","interface":"fatv0","address":"10.42.0.1/24","peers":[)" + p1 + "," + p2 + "]}",
+       true},
+      {"peers before address",
+       R"({"peers":[)" + p1 + "," + p2 + R"(],"address":"10.42.0.1/24","cluster_id":"c-1"})", true},
+      {"key file null, MTU and port given",
+       R"({"cluster_id":"c-1","address":"10.42.0.1/24","private_key_file":null,"mtu":1500,"listen_port":51999,"peers":[)" +
+           p1 + "]}",
+       true},
+      {"own key file",
+       R"({"cluster_id":"c-1","address":"10.42.0.1/24","private_key_file":"/etc/wg/k","peers":[]})", true},
+      {"no cluster_id, bad endpoint",
+       R"({"address":"10.42.0.1/24","peers":[)" + p1 + R"(,{"public_key":")" + k2 +
+           R"(","endpoint":"192.0.2.300:1","allowed_ips":["10.42.0.3/32"]}]})",
+       false},
+      {"duplicate key, keepalive out of range, address outside",
+       R"({"cluster_id":"c-1","address":"10.43.0.1/24","peers":[)" + p1 + R"(,{"public_key":")" + k1 +
+           R"(","allowed_ips":["10.42.0.9/32"],"persistent_keepalive":70000}]})",
+       false},
+      {"bad interface name",
+       R"({"cluster_id":"c-1","interface":"has space","address":"10.42.0.1/24","peers":[]})", false},
+  };
+  for (const auto& c : usual) {
+    INFO(c.name);
+    auto by_text = ops->validate_text(c.text, key_file);
+    REQUIRE(by_text);
+    json doc = json::parse(c.text);
+    if (!doc.contains("private_key_file") || doc["private_key_file"].is_null())
+      doc["private_key_file"] = key_file;
+    MeshValidation by_doc = ops->validate(doc);
+    REQUIRE(by_text->canonical.has_value() == c.valid);
+    REQUIRE(by_doc.canonical.has_value() == c.valid);
+    if (c.valid) {
+      CHECK(*by_text->canonical == *by_doc.canonical);
+      CHECK(by_text->token != 0);
+      CHECK(by_text->errors.empty());
+    }
+    REQUIRE(by_text->errors.size() == by_doc.errors.size());
+    for (size_t i = 0; i < by_doc.errors.size(); ++i) {
+      CHECK(by_text->errors[i].field == by_doc.errors[i].field);
+      CHECK(by_text->errors[i].value == by_doc.errors[i].value);
+      CHECK(by_text->errors[i].message == by_doc.errors[i].message);
+    }
+  }
+  // What the text path filled in.
+  auto first = ops->validate_text(usual[0].text, key_file);
+  REQUIRE(first);
+  REQUIRE(first->canonical);
+  CHECK((*first->canonical)["private_key_file"] == key_file);
+  CHECK((*first->canonical)["mtu"] == 1380);
+  CHECK((*first->canonical)["peers"].size() == 2);
+  auto own = ops->validate_text(usual[3].text, key_file);
+  REQUIRE(own);
+  REQUIRE(own->canonical);
+  CHECK((*own->canonical)["private_key_file"] == "/etc/wg/k");
+  auto null_key = ops->validate_text(usual[2].text, key_file);
+  REQUIRE(null_key);
+  REQUIRE(null_key->canonical);
+  CHECK((*null_key->canonical)["private_key_file"] == key_file);
+  CHECK((*null_key->canonical)["mtu"] == 1500);
+
+  std::string deep = R"({"cluster_id":"c-1","peers":{"a":)";
+  for (int i = 0; i < 1000; ++i) deep += "[";
+  for (int i = 0; i < 1000; ++i) deep += "]";
+  deep += "}}";
+  for (const std::string& other :
+       {std::string("[1,2]"), std::string(R"({"cluster_id": )"), std::string(R"({"cluster_id": x})"),
+        std::string(R"({"cluster_id":"c-1","listen_port":5e820})"),
+        std::string(R"({"cluster_id":"c-1","peers":3})"), std::string("cluster_id: c-1\n"), deep}) {
+    INFO(other.substr(0, 60));
+    CHECK_FALSE(ops->validate_text(other, key_file).has_value());
+  }
+}
+
+TEST_CASE("mesh: a body the module reads as text is applied as is, any other falls back to the document",
+          "[api]") {
+  Fixture f;
+  *f.mesh->text_path = true;
+  auto put = [&](const std::string& body) { return f.respond(f.req(http::verb::put, "/v1/mesh", body)); };
+  Response ok = put(R"({"cluster_id":"c-1","address":"10.42.0.1/24","private_key_file":null,"peers":[]})");
+  CHECK(ok.result_int() == 200);
+  CHECK(*f.mesh->text_reads == 1);
+  CHECK(*f.mesh->applies == 1);
+  auto st = load_state(f.dir.path);
+  REQUIRE(st.ok());
+  CHECK(st->state.mesh["private_key_file"] == f.dir.path + "/wg.key");
+  // The module declines: the document path answers, as without the module's text path.
+  Response bad = put("{\"cluster_id\": ");
+  CHECK(bad.result_int() == 400);
+  CHECK(error_of(bad)["message"] ==
+        "the request body is not valid JSON (it ends after 15 bytes, in the middle of a value)");
+  CHECK(put("[1,2]").result_int() == 422);
+  CHECK(error_of(put(R"({"cluster_id":"c-2","peers":[]})"))["field"] == "cluster_id");  // 409
+  CHECK(*f.mesh->text_reads == 2);
+  CHECK(*f.mesh->applies == 1);
+}
+
+TEST_CASE("mesh: a null private_key_file is the agent's key, as an absent one", "[api]") {
+  Fixture f;
+  Response ok =
+      f.respond(f.req(http::verb::put, "/v1/mesh",
+                      R"({"cluster_id":"c-1","address":"10.42.0.1/24","private_key_file":null,"peers":[]})"));
+  CHECK(ok.result_int() == 200);
+  auto st = load_state(f.dir.path);
+  REQUIRE(st.ok());
+  CHECK(st->state.mesh["private_key_file"] == f.dir.path + "/wg.key");
 }
 
 TEST_CASE("mesh operations never interleave", "[api]") {

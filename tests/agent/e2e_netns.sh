@@ -151,6 +151,26 @@ f1=$(fds)
 [ "$f1" = "$f0" ] || fail "the refused PUT left $((f1 - f0)) connection(s) open in wireguard-go ($f0 -> $f1 fds)"
 echo "409 conflict; wireguard-go fds $f0 -> $f1"
 
+# The same document with one bad endpoint: read as text (no document built,
+# the daemon's usual path), refused whole with the field named, the
+# interface untouched and wireguard-go left with no connection from it.
+say "a PUT with one bad endpoint is refused (422) with its field; the interface is untouched"
+ip netns exec "$HUB" curl -s -H "Authorization: Bearer $(cat "$WORK/token")" "http://${IP[a]}:7471/v1/mesh" |
+  python3 -c 'import json,sys; d=json.load(sys.stdin)["desired"]; d["peers"][1]["endpoint"]="198.18.0.300:51820"; print(json.dumps(d))' \
+  > "$WORK/bad.json"
+before=$(ip netns exec "${NS[a]}" wg show "${IFN[a]}" endpoints | sort)
+code=$(ip netns exec "$HUB" curl -s -o "$WORK/422.out" -w '%{http_code}' -X PUT \
+  -H "Authorization: Bearer $(cat "$WORK/token")" -H 'Content-Type: application/json' \
+  --data-binary @"$WORK/bad.json" "http://${IP[a]}:7471/v1/mesh")
+[ "$code" = 422 ] || fail "PUT with a bad endpoint answered $code: $(cat "$WORK/422.out")"
+python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["error"]; sys.exit(0 if e["field"]=="peers[1].endpoint" and "198.18.0.300:51820" in e["message"] else 1)' \
+  "$WORK/422.out" || fail "the 422 does not name peers[1].endpoint and its value: $(cat "$WORK/422.out")"
+[ "$(ip netns exec "${NS[a]}" wg show "${IFN[a]}" endpoints | sort)" = "$before" ] || fail "the refused PUT changed the interface"
+sleep 0.3
+f2=$(fds)
+[ "$f2" = "$f0" ] || fail "the refused PUT left $((f2 - f0)) connection(s) open in wireguard-go ($f0 -> $f2 fds)"
+echo "422 on peers[1].endpoint; endpoints unchanged; wireguard-go fds $f0 -> $f2"
+
 # A body nested 150000 levels deep (~0.3 MB): refused whole, and the daemon
 # lives on (until session 7 it died with SIGSEGV echoing the value).
 say "a PUT nested 150000 levels deep is refused (400); the daemon still answers"
