@@ -127,10 +127,10 @@ class Core {
 
  private:
   // The status's mesh block for a desired mesh (persisted_.mesh, or one
-  // being applied).
-  nlohmann::json mesh_summary_locked(const nlohmann::json& desired, bool live, const std::string& live_error);
+  // being applied), as JSON text.
+  std::string mesh_summary_locked(const nlohmann::json& desired, bool live, const std::string& live_error);
   // The status text without its agent block (Snapshot::stable_body).
-  std::string stable_body_locked(const nlohmann::json& inspect, nlohmann::json mesh_summary);
+  std::string stable_body_locked(const nlohmann::json& inspect, const std::string& mesh_summary);
   void publish_locked(std::string stable_body, nlohmann::json inspect);
   // put_mesh's work once the document is validated.
   ApiResult put_validated_locked(const Config& cfg, MeshValidation v);

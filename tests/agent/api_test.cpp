@@ -513,6 +513,69 @@ TEST_CASE("mesh: a null private_key_file is the agent's key, as an absent one", 
   CHECK(st->state.mesh["private_key_file"] == f.dir.path + "/wg.key");
 }
 
+// The status text is assembled from parts (the mesh block's peers written
+// as text); it must be exactly what one document of it would serialise to,
+// whatever state the mesh is in.
+TEST_CASE("status: the text is the serialisation of its own document", "[api]") {
+  Fixture f;
+  auto status_text = [&] {
+    Response r = f.respond(f.req(http::verb::get, "/v1/status"));
+    REQUIRE(r.result_int() == 200);
+    return r.body();
+  };
+  // The agent block is render_status's own (made per request); the rest is
+  // the generation's cached text.
+  auto same = [](const std::string& text) {
+    json doc = json::parse(text);
+    json rest = doc;
+    rest.erase("agent");
+    const size_t at = text.find(",\"inspect\":");
+    REQUIRE(at != std::string::npos);
+    CHECK(text.substr(at + 1) == rest.dump().substr(1));
+    return doc;
+  };
+  json none = same(status_text());
+  CHECK(none["mesh"]["state"] == "none");
+  CHECK_FALSE(none["mesh"].contains("peers"));
+
+  const std::string three =
+      R"({"cluster_id":"c-1","address":"10.42.0.1/24","peers":[)"
+      R"({"public_key":"p1","endpoint":"192.0.2.1:51820","allowed_ips":["10.42.0.2/32","10.42.1.0/24"]},)"
+      R"({"public_key":"p2","allowed_ips":["10.42.0.3/32"],"persistent_keepalive":25},)"
+      R"({"public_key":"p\"3","endpoint":"[2001:db8::1]:51820","allowed_ips":[]}]})";
+  REQUIRE(f.respond(f.req(http::verb::put, "/v1/mesh", three)).result_int() == 200);
+  json up = same(status_text());
+  CHECK(up["mesh"]["state"] == "up");
+  REQUIRE(up["mesh"]["peers"].size() == 3);
+  CHECK(up["mesh"]["peers"][0] == json{{"public_key", "p1"},
+                                       {"endpoint", "192.0.2.1:51820"},
+                                       {"allowed_ips", {"10.42.0.2/32", "10.42.1.0/24"}}});
+  CHECK(up["mesh"]["peers"][1] ==
+        json{{"public_key", "p2"}, {"endpoint", nullptr}, {"allowed_ips", {"10.42.0.3/32"}}});
+  CHECK(up["mesh"]["peers"][2]["public_key"] == "p\"3");
+  CHECK(up["mesh"]["cluster_id"] == "c-1");
+
+  // The interface gone: the mesh block says so, with the error.
+  *f.mesh->live = nullptr;
+  f.core->refresh();
+  json absent = same(status_text());
+  CHECK(absent["mesh"]["state"] == "up");  // refresh re-applied the persisted mesh
+  *f.mesh->fail_apply = true;
+  *f.mesh->live = nullptr;
+  f.core->refresh();
+  absent = same(status_text());
+  CHECK(absent["mesh"]["state"] == "absent");
+  CHECK(absent["mesh"]["error"] == "no such interface");
+  CHECK(absent["mesh"]["peers"].size() == 3);
+  *f.mesh->fail_apply = false;
+
+  REQUIRE(f.respond(f.req(http::verb::put, "/v1/mesh",
+                          R"({"cluster_id":"c-1","address":"10.42.0.1/24","peers":[]})"))
+              .result_int() == 200);
+  json empty = same(status_text());
+  CHECK(empty["mesh"]["peers"] == json::array());
+}
+
 TEST_CASE("mesh operations never interleave", "[api]") {
   Fixture f;
   std::vector<std::thread> ts;
