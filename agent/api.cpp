@@ -108,8 +108,6 @@ Response method_not_allowed(const Request& req, const char* allow) {
   return res;
 }
 
-// The JSON body of a PUT/POST: 415 for another media type, 400 when not
-// JSON. An empty body reads as {} where `empty_ok`.
 // 415 unless the body is declared JSON.
 std::optional<Response> not_json_type(const Request& req) {
   std::string_view ct = sv(req[http::field::content_type]);
@@ -121,6 +119,8 @@ std::optional<Response> not_json_type(const Request& req) {
                     "Content-Type", req.version(), req.keep_alive());
 }
 
+// The JSON body of a PUT/POST: 415 for another media type, 400 when not
+// JSON. An empty body reads as {} where `empty_ok`.
 std::variant<json, Response> json_body(const Request& req, bool empty_ok) {
   if (empty_ok && req.body().empty()) return json::object();
   if (auto r = not_json_type(req)) return std::move(*r);
