@@ -218,12 +218,13 @@ std::optional<std::string> Core::own_endpoint_locked(const json& inspect) const 
 }
 
 std::string Core::mesh_summary_locked(const json& d, bool live, const std::string& live_error) {
+  json pub = public_key_.empty() ? json(nullptr) : json(public_key_);
   json m = {{"available", mesh_ != nullptr}};
-  m["public_key"] = public_key_.empty() ? json(nullptr) : json(public_key_);
   auto ep = own_endpoint_locked(last_inspect_);
   m["endpoint"] = ep ? json(*ep) : json(nullptr);
   if (d.is_null()) {
     const Config cfg = config();
+    m["public_key"] = std::move(pub);
     m["interface"] = cfg.overlay.interface;
     m["listen_port"] = cfg.overlay.listen_port;
     m["state"] = "none";
@@ -233,7 +234,6 @@ std::string Core::mesh_summary_locked(const json& d, bool live, const std::strin
   m["interface"] = d.value("interface", "wg0");
   m["address"] = d.value("address", "");
   m["listen_port"] = d.value("listen_port", 51820);
-  m["state"] = live ? "up" : "absent";
   if (!live) m["error"] = live_error;
   // The peers (public key, endpoint or null, allowed IPs of each desired
   // peer) are written as text where a document would place "peers" among
@@ -241,11 +241,8 @@ std::string Core::mesh_summary_locked(const json& d, bool live, const std::strin
   // rest: that was ~3/4 of this text's cost for 250 peers, made again on
   // every PUT and every refresh. The text is the same, byte for byte.
   json after(json::value_t::object);  // the keys that sort after "peers"
-  for (const char* k : {"public_key", "state"}) {
-    auto it = m.find(k);
-    after[k] = std::move(*it);
-    m.erase(it);
-  }
+  after["public_key"] = std::move(pub);
+  after["state"] = live ? "up" : "absent";
   std::string out = m.dump();
   out.back() = ',';
   out += "\"peers\":[";

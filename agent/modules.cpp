@@ -127,10 +127,7 @@ class OverlayMesh final : public MeshOps {
     overlay::ParseOptions po;
     po.overlay_cidr = cidr_;
     auto r = overlay::parse_desired(doc, po);
-    MeshValidation v;
-    if (r.ok()) keep(v, std::move(*r.mesh), std::move(early));
-    for (const auto& e : r.errors) v.errors.push_back({e.field, e.value, e.message});
-    return v;
+    return verdict(std::move(r), std::move(early));
   }
 
   std::optional<MeshValidation> validate_text(std::string_view text, const std::string& key_file) override {
@@ -146,13 +143,8 @@ class OverlayMesh final : public MeshOps {
     };
     auto r = overlay::parse_desired_json_sax(text, po);
     if (!r) return std::nullopt;
-    MeshValidation v;
-    if (r->ok()) {
-      if (!r->mesh->private_key_file) r->mesh->private_key_file = key_file;
-      keep(v, std::move(*r->mesh), std::move(early));
-    }
-    for (const auto& e : r->errors) v.errors.push_back({e.field, e.value, e.message});
-    return v;
+    if (r->ok() && !r->mesh->private_key_file) r->mesh->private_key_file = key_file;
+    return verdict(std::move(*r), std::move(early));
   }
 
   void discard() override { last_.reset(); }
@@ -216,14 +208,21 @@ class OverlayMesh final : public MeshOps {
   }
 
  private:
-  // A valid document: its canonical form, and its parsed form kept for the
-  // apply() of the same document, which then does not parse it a second
-  // time; the token says which document that is (no copy of it to compare).
-  void keep(MeshValidation& v, overlay::DesiredMesh m, overlay::EarlyGet early) {
-    if (!m.mtu) m.mtu = default_mtu_;
-    v.canonical = overlay::to_json(m);
-    v.token = ++tokens_;
-    last_ = Validated{v.token, std::move(m), std::move(early)};
+  // The answer of either validation. A valid document: its canonical form,
+  // and its parsed form kept for the apply() of the same document, which
+  // then does not parse it a second time; the token says which document
+  // that is (no copy of it to compare).
+  MeshValidation verdict(overlay::ParseResult r, overlay::EarlyGet early) {
+    MeshValidation v;
+    if (r.ok()) {
+      overlay::DesiredMesh& m = *r.mesh;
+      if (!m.mtu) m.mtu = default_mtu_;
+      v.canonical = overlay::to_json(m);
+      v.token = ++tokens_;
+      last_ = Validated{v.token, std::move(m), std::move(early)};
+    }
+    for (const auto& e : r.errors) v.errors.push_back({e.field, e.value, e.message});
+    return v;
   }
   struct Validated {
     uint64_t token;
