@@ -1,20 +1,33 @@
 // SPDX-License-Identifier: Apache-2.0
-// fabric-agent: one binary, one subcommand per job. Each module exposes its
-// subcommands as `int cmd_xxx(const std::vector<std::string>& args)`; this
-// file only dispatches and turns escaped exceptions into one line on stderr.
+// fabric-agent: one subcommand per job. Each module exposes its subcommands
+// as `int cmd_xxx(const std::vector<std::string>& args)`; this file only
+// dispatches and turns escaped exceptions into one line on stderr.
+//
+// It is built twice (agent/CMakeLists.txt; docs/packaging.md, "Two
+// executables"): as the whole agent (libexec/fabric-agent/fabric-agent),
+// and with FA_FRONT as the static front (bin/fabric-agent), whose table has
+// the same commands but runs only `mesh` and `version` itself: for the others
+// it execs the whole agent with the same arguments (same process, same pid).
 #include <malloc.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
 
-#include "agent/cli.hpp"
 #include "overlay/cli.hpp"
+#ifdef FA_FRONT
+#include "common/child.hpp"
+#else
+#include "agent/cli.hpp"
 #include "pods/cli.hpp"
 #include "probes/cli.hpp"
 #include "probes/rdma/cli.hpp"
+#endif
 
 // The process constructs no standard stream. yaml-cpp's sources include
 // <iostream>, so each of its objects linked here would run
@@ -43,17 +56,44 @@ int cmd_version(const std::vector<std::string>&) {
   return 0;
 }
 
+// In the front, a command of the whole agent only: no function (exec'd).
+#ifdef FA_FRONT
+#define FA_WHOLE(fn) nullptr
+#else
+#define FA_WHOLE(fn) fn
+#endif
+
 const Command kCommands[] = {
-    {"run", "the daemon: HTTP API for the control plane (see docs/api.md)", fa::agent::cmd_run},
-    {"status", "the local daemon's view: fabric, NCCL env, mesh, pods", fa::agent::cmd_status},
-    {"cluster", "cluster form --agent URL...: check a set of agents and form their mesh", fa::agent::cmd_cluster},
-    {"cdi", "CDI spec for fabric-agent.io/rdma=all: cdi generate [--output DIR]", fa::pods::cmd_cdi},
-    {"inspect", "one discovery pass: HCAs, GIDs, GPUs, fabric identity, NCCL env", fa::probes::cmd_inspect},
+    {"run", "the daemon: HTTP API for the control plane (see docs/api.md)", FA_WHOLE(fa::agent::cmd_run)},
+    {"status", "the local daemon's view: fabric, NCCL env, mesh, pods", FA_WHOLE(fa::agent::cmd_status)},
+    {"cluster", "cluster form --agent URL...: check a set of agents and form their mesh",
+     FA_WHOLE(fa::agent::cmd_cluster)},
+    {"cdi", "CDI spec for fabric-agent.io/rdma=all: cdi generate [--output DIR]",
+     FA_WHOLE(fa::pods::cmd_cdi)},
+    {"inspect", "one discovery pass: HCAs, GIDs, GPUs, fabric identity, NCCL env",
+     FA_WHOLE(fa::probes::cmd_inspect)},
     {"mesh", "WireGuard overlay: mesh apply --file F | show [--json] | down", fa::overlay::cmd_mesh},
-    {"oci-hook", "run by the container runtime: oci-hook create-runtime|poststop", fa::pods::cmd_oci_hook},
-    {"probe", "RDMA link probe between two agents: probe rdma serve|run", fa::rdma::cmd_probe},
+    {"oci-hook", "run by the container runtime: oci-hook create-runtime|poststop",
+     FA_WHOLE(fa::pods::cmd_oci_hook)},
+    {"probe", "RDMA link probe between two agents: probe rdma serve|run", FA_WHOLE(fa::rdma::cmd_probe)},
     {"version", "print the version", cmd_version},
 };
+
+#ifdef FA_FRONT
+// The front's way to every command it does not run: the whole agent in its
+// place, with the same arguments, environment and open files.
+[[noreturn]] void exec_whole(char** argv) {
+  auto whole = fa::whole_agent_path();
+  if (whole) {
+    ::execv(whole->c_str(), argv);
+    std::fprintf(stderr, "fabric-agent: cannot run the agent at %s: %s (the package installs it there)\n",
+                 whole->c_str(), std::strerror(errno));
+  } else {
+    std::fprintf(stderr, "fabric-agent: cannot find the agent: %s\n", whole.error().message.c_str());
+  }
+  std::exit(127);
+}
+#endif
 
 // Every command but the daemon ends here once its work is done and its output
 // written: what would run after main are the destructors of static objects
@@ -115,6 +155,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 2, argv + argc);
   for (const auto& c : kCommands) {
     if (name != c.name) continue;
+#ifdef FA_FRONT
+    if (!c.fn) exec_whole(argv);
+#endif
     try {
       return finish(name, c.fn(args));
     } catch (const std::exception& e) {

@@ -1,21 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // Production implementations of the seams in seams.hpp, over probes/ and
 // overlay/: thin adapters, no logic of their own beyond the agent's key file.
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <mutex>
 #include <optional>
 
 #include "agent/seams.hpp"
-#include "common/fd.hpp"
 #include "common/fs.hpp"
 #include "common/secure.hpp"
 
@@ -39,70 +30,6 @@ class ProbesDiscovery final : public Discovery {
 std::unique_ptr<Discovery> make_discovery(const Config& cfg) { return std::make_unique<ProbesDiscovery>(cfg); }
 
 namespace {
-
-// `fabric-agent mesh pubkey` in a child: the private key (base64) on its
-// stdin, the public key on its stdout. See use_child_for_public_keys().
-Result<overlay::Key> derive_in_child(const overlay::Key& priv) {
-  // One socket pair is the child's stdin and stdout: send() with
-  // MSG_NOSIGNAL cannot raise SIGPIPE if the child is gone.
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return Error::from_errno("socketpair");
-  Fd ours(sv[0]), theirs(sv[1]);
-  posix_spawn_file_actions_t fa;
-  ::posix_spawn_file_actions_init(&fa);
-  ::posix_spawn_file_actions_adddup2(&fa, theirs.get(), 0);
-  ::posix_spawn_file_actions_adddup2(&fa, theirs.get(), 1);
-  char arg0[] = "fabric-agent", arg1[] = "mesh", arg2[] = "pubkey";
-  char* argv[] = {arg0, arg1, arg2, nullptr};
-  pid_t pid = -1;
-  // /proc/self/exe: this very binary, even if the package replaced the file.
-  int rc = ::posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv, environ);
-  ::posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return Error::from_errno("spawn fabric-agent mesh pubkey", rc);
-  theirs = Fd();
-  std::string b64 = overlay::key_to_base64(priv) + "\n";
-  Status sent = send_all(ours.get(), b64, "fabric-agent mesh pubkey's stdin");
-  secure_wipe(b64.data(), b64.size());
-  ::shutdown(ours.get(), SHUT_WR);
-  // The child answers in a few ms; one that does not within 10 s (a hung
-  // binary, a stopped process) is killed rather than left holding up the
-  // mesh operation this runs under.
-  std::string got;
-  char buf[128];
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  bool timed_out = false;
-  for (;;) {
-    auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    pollfd p{ours.get(), POLLIN, 0};
-    int pr = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr == 0) {
-      timed_out = true;
-      ::kill(pid, SIGKILL);
-      break;
-    }
-    ssize_t n = ::read(ours.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0 || got.size() > 256) break;
-    got.append(buf, static_cast<size_t>(n));
-  }
-  ours = Fd();
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out) return Error{"fabric-agent mesh pubkey did not answer within 10 s (killed)", ETIMEDOUT};
-  if (!sent) return sent.take_error();
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-    return Error{"fabric-agent mesh pubkey failed (" +
-                 (WIFEXITED(st) ? "exit status " + std::to_string(WEXITSTATUS(st))
-                                : "signal " + std::to_string(WTERMSIG(st))) +
-                 ")"};
-  while (!got.empty() && (got.back() == '\n' || got.back() == ' ')) got.pop_back();
-  auto pub = overlay::key_from_base64(got);
-  if (!pub) return Error{"fabric-agent mesh pubkey printed no key: " + pub.error().message};
-  return pub;
-}
 
 class OverlayMesh final : public MeshOps {
  public:
@@ -249,7 +176,8 @@ void use_child_for_public_keys() {
   overlay::set_public_key_deriver([](const overlay::Key& priv) -> Result<overlay::Key> {
     std::lock_guard<std::mutex> lock(memo.mu);
     if (memo.priv && secure_equal(memo.priv->data(), priv.data(), priv.size())) return *memo.pub;
-    auto pub = derive_in_child(priv);
+    // /proc/self/exe: this very binary, even if the package replaced the file.
+    auto pub = overlay::public_key_in_child("/proc/self/exe", priv);
     if (!pub) return pub;
     if (memo.priv) overlay::wipe(*memo.priv);
     memo.priv = priv;

@@ -228,7 +228,7 @@ int do_pubkey(const std::vector<std::string>& argv) {
     return 2;
   }
   crypto_minimal_init();
-  auto pub = public_key_in_process(*k);
+  auto pub = public_key_derive(*k);
   wipe(*k);
   if (!pub) {
     std::fprintf(stderr, "fabric-agent mesh pubkey: %s\n", pub.error().message.c_str());

@@ -1,16 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// Key codecs and X25519. The curve math is OpenSSL's (libcrypto, loaded on
-// first use: common/openssl_lazy.cpp). The base64 and hex codecs of keys
-// are ours, in constant time as wireguard-tools' are: a private key passes
-// through them, and a table lookup indexed by secret bytes leaks through the
-// cache; they also keep libcrypto out of processes that only move keys.
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-
-#include <atomic>
-#include <memory>
+// Key codecs and the choice of X25519. The curve math is OpenSSL's
+// (x25519_openssl.cpp), or a child's of the whole agent in the static front
+// (x25519_child.cpp). The base64 and hex codecs of keys are ours, in
+// constant time as wireguard-tools' are: a private key passes through them,
+// and a table lookup indexed by secret bytes leaks through the cache; they
+// also keep libcrypto out of processes that only move keys.
 #include <mutex>
 
+#include "common/child.hpp"
 #include "common/random.hpp"
 #include "common/secure.hpp"
 #include "overlay/internal.hpp"
@@ -19,15 +16,6 @@
 namespace fa::overlay {
 
 namespace {
-struct PkeyFree {
-  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
-};
-struct PkeyCtxFree {
-  void operator()(EVP_PKEY_CTX* p) const { EVP_PKEY_CTX_free(p); }
-};
-using Pkey = std::unique_ptr<EVP_PKEY, PkeyFree>;
-using PkeyCtx = std::unique_ptr<EVP_PKEY_CTX, PkeyCtxFree>;
-
 // Branch-free maps between 6-bit values and the standard base64 alphabet.
 // (x >> 8) of an int in [-255, 255] is -1 (all ones) when x < 0, else 0.
 char b64_char(int v) {
@@ -107,7 +95,7 @@ void encode_hex(std::string& out, const Key& k, Digit digit) {
 }
 
 std::mutex deriver_mu;
-PublicKeyDeriver deriver;  // empty: OpenSSL in this process
+PublicKeyDeriver deriver;  // empty: public_key_derive()
 }  // namespace
 
 void wipe(Key& k) { secure_wipe(k.data(), k.size()); }
@@ -238,40 +226,6 @@ Result<Key> generate_private_key() {
   return k;
 }
 
-namespace {
-std::atomic<bool> minimal_init{false};
-std::once_flag init_once;
-// Before the first X25519 of this process: in a short-lived one, only what
-// X25519 needs (no openssl.cnf, no legacy cipher/digest name tables, no
-// error strings, our messages name the failure; no atexit cleanup: together
-// half of OpenSSL's first-use cost).
-void ensure_openssl() {
-  std::call_once(init_once, [] {
-    if (minimal_init.load())
-      OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG | OPENSSL_INIT_NO_ADD_ALL_CIPHERS |
-                              OPENSSL_INIT_NO_ADD_ALL_DIGESTS | OPENSSL_INIT_NO_LOAD_CRYPTO_STRINGS |
-                              OPENSSL_INIT_NO_ATEXIT,
-                          nullptr);
-  });
-}
-}  // namespace
-
-void crypto_minimal_init() { minimal_init.store(true); }
-
-Result<Key> x25519(const Key& scalar, const Key& u) {
-  ensure_openssl();
-  Pkey priv(EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, nullptr, scalar.data(), scalar.size()));
-  Pkey peer(EVP_PKEY_new_raw_public_key(EVP_PKEY_X25519, nullptr, u.data(), u.size()));
-  if (!priv || !peer) return Error{"OpenSSL rejected an X25519 key"};
-  PkeyCtx ctx(EVP_PKEY_CTX_new(priv.get(), nullptr));
-  size_t len = kKeyLen;
-  Key out;
-  if (!ctx || EVP_PKEY_derive_init(ctx.get()) != 1 || EVP_PKEY_derive_set_peer(ctx.get(), peer.get()) != 1 ||
-      EVP_PKEY_derive(ctx.get(), out.data(), &len) != 1 || len != kKeyLen)
-    return Error{"X25519 derivation failed"};
-  return out;
-}
-
 void set_public_key_deriver(PublicKeyDeriver d) {
   std::lock_guard<std::mutex> lock(deriver_mu);
   deriver = std::move(d);
@@ -286,17 +240,18 @@ Result<Key> public_key_of(const Key& private_key) {
       return d(private_key);
     }
   }
-  return public_key_in_process(private_key);
+  return public_key_derive(private_key);
 }
 
-Result<Key> public_key_in_process(const Key& private_key) {
-  ensure_openssl();
-  Pkey priv(EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, nullptr, private_key.data(), private_key.size()));
-  if (!priv) return Error{"OpenSSL rejected the X25519 private key"};
-  Key pub;
-  size_t len = pub.size();
-  if (EVP_PKEY_get_raw_public_key(priv.get(), pub.data(), &len) != 1 || len != kKeyLen)
-    return Error{"X25519 public key derivation failed"};
+Result<Key> public_key_in_child(const std::string& exe, const Key& private_key) {
+  std::string b64 = key_to_base64(private_key) + "\n";
+  auto out = run_child(exe, {"fabric-agent", "mesh", "pubkey"}, b64, "fabric-agent mesh pubkey");
+  secure_wipe(b64.data(), b64.size());
+  if (!out) return out.take_error();
+  std::string_view got(*out);
+  while (!got.empty() && (got.back() == '\n' || got.back() == ' ')) got.remove_suffix(1);
+  auto pub = key_from_base64(got);
+  if (!pub) return Error{"fabric-agent mesh pubkey printed no key: " + pub.error().message};
   return pub;
 }
 

@@ -4,7 +4,8 @@
 # packages/fabric-agent-<version>-<release>.x86_64.rpm. See docs/packaging.md.
 #
 # Layout (both packages):
-#   /usr/bin/fabric-agent                      stripped; debug symbols are kept out
+#   /usr/bin/fabric-agent                      the static front; stripped, debug symbols kept out
+#   /usr/libexec/fabric-agent/fabric-agent     the whole agent (agent/CMakeLists.txt); stripped
 #   /usr/lib/systemd/system/fabric-agent.service   relative install path, so not %config
 #   /etc/fabric-agent/agent.yaml               conffile / %config(noreplace)
 #   /var/lib/fabric-agent/                     0700: token, persisted state

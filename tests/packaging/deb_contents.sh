@@ -90,16 +90,26 @@ check "agent.yaml is packaging/agent.yaml" cmp -s "$src/packaging/agent.yaml" "$
 [ -z "$HAVE_UNIT" ] || check "unit is systemd/fabric-agent.service" cmp -s "$src/systemd/fabric-agent.service" \
   "$work/data/usr/lib/systemd/system/fabric-agent.service"
 check "man page is packaging/fabric-agent.8" cmp -s "$src/packaging/fabric-agent.8" <(zcat "$work/data/usr/share/man/man8/fabric-agent.8.gz")
-dynamic=$(readelf -d -W "$work/data/usr/bin/fabric-agent")
-expect_match "full RELRO: bound at start (BIND_NOW)" '\(FLAGS\).*BIND_NOW' "$dynamic"
-expect_match "position-independent (PIE)" '\(FLAGS_1\).*PIE' "$dynamic"
-expect_match "RELRO segment" 'GNU_RELRO' "$(readelf -l -W "$work/data/usr/bin/fabric-agent")"
-sections=$(readelf -S -W "$work/data/usr/bin/fabric-agent")
-expect_no_match "no symbol table" '\.symtab' "$sections"
-expect_no_match "no debug sections" '\.debug_' "$sections"
-expect_match "build id kept (matches the unstripped build binary)" '\.note\.gnu\.build-id' "$sections"
+# Both executables (docs/packaging.md, "Two executables"): bound at start,
+# position-independent, stripped, the build tree's build ids.
 bid() { readelf -n "$1" | sed -n 's/.*Build ID: //p'; }
-expect_eq "same build id as build/agent/fabric-agent" "$(bid "$build/agent/fabric-agent")" "$(bid "$work/data/usr/bin/fabric-agent")"
+for pair in usr/bin/fabric-agent:agent/fabric-agent \
+  usr/libexec/fabric-agent/fabric-agent:libexec/fabric-agent/fabric-agent; do
+  f=${pair%%:*} built=${pair#*:}
+  dynamic=$(readelf -d -W "$work/data/$f")
+  expect_match "$f: full RELRO: bound at start (BIND_NOW)" '\(FLAGS\).*BIND_NOW' "$dynamic"
+  expect_match "$f: position-independent (PIE)" '\(FLAGS_1\).*PIE' "$dynamic"
+  expect_match "$f: RELRO segment" 'GNU_RELRO' "$(readelf -l -W "$work/data/$f")"
+  sections=$(readelf -S -W "$work/data/$f")
+  expect_no_match "$f: no symbol table" '\.symtab' "$sections"
+  expect_no_match "$f: no debug sections" '\.debug_' "$sections"
+  expect_match "$f: build id kept (matches the unstripped build binary)" '\.note\.gnu\.build-id' "$sections"
+  expect_eq "$f: same build id as build/$built" "$(bid "$build/$built")" "$(bid "$work/data/$f")"
+done
+# The front is static: no program interpreter, no shared library.
+expect_no_match "front: no program interpreter (static)" 'INTERP' "$(readelf -l -W "$work/data/usr/bin/fabric-agent")"
+expect_no_match "front: no NEEDED library" 'NEEDED' "$(readelf -d -W "$work/data/usr/bin/fabric-agent")"
+expect_match "whole agent: libc only" '\[libc\.so\.6\]' "$(readelf -d -W "$work/data/usr/libexec/fabric-agent/fabric-agent")"
 
 # lintian: no error, no warning; every override has a reason on the line above.
 overrides="$src/packaging/deb/lintian-overrides"

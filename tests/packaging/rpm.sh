@@ -25,7 +25,7 @@ expect_eq "release 2 is newer" 2 "$(q --qf '%{RELEASE}' "$RPM2")"
 
 # -qpl: the files, nothing Debian-only, no distribution-owned directories.
 files=$(q -l "$RPM1")
-for f in /usr/bin/fabric-agent ${HAVE_UNIT:+/usr/lib/systemd/system/fabric-agent.service} /etc/fabric-agent/agent.yaml \
+for f in /usr/bin/fabric-agent /usr/libexec/fabric-agent/fabric-agent ${HAVE_UNIT:+/usr/lib/systemd/system/fabric-agent.service} /etc/fabric-agent/agent.yaml \
   /var/lib/fabric-agent /usr/share/man/man8/fabric-agent.8.gz /usr/share/licenses/fabric-agent/LICENSE \
   /usr/share/doc/fabric-agent/README.md; do
   expect_match "-qpl lists $f" "^${f//./\\.}\$" "$files"
@@ -44,6 +44,7 @@ expect_no_match "the unit has no file flags (not %config)" '^/usr/lib/systemd/sy
 dump=$(q --dump "$RPM1")
 mode() { printf '%s\n' "$dump" | awk -v p="$1" '$1 == p { print substr($5, length($5) - 2), $6, $7 }'; }
 expect_eq "binary mode" "755 root root" "$(mode /usr/bin/fabric-agent)"
+expect_eq "whole agent mode" "755 root root" "$(mode /usr/libexec/fabric-agent/fabric-agent)"
 expect_eq "state dir mode" "700 root root" "$(mode /var/lib/fabric-agent)"
 expect_eq "config mode" "644 root root" "$(mode /etc/fabric-agent/agent.yaml)"
 [ -z "$HAVE_UNIT" ] || expect_eq "unit mode" "644 root root" "$(mode /usr/lib/systemd/system/fabric-agent.service)"
@@ -55,7 +56,7 @@ for r in libibverbs libibumad openssl-libs systemd-libs; do
   expect_line "-qpR names $r" "$r" "$requires"
 done
 # Every NEEDED library of the binary, by soname (rpmbuild's elfdeps).
-for so in $(readelf -d "$build/agent/fabric-agent" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+for so in $(readelf -d "$build/libexec/fabric-agent/fabric-agent" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
   case "$so" in ld-linux*) continue ;; esac
   expect_line "-qpR requires NEEDED $so" "$so()(64bit)" "$requires"
 done
@@ -74,9 +75,11 @@ expect_match "%changelog from packaging/changelog" '^\* [A-Z][a-z]{2} [A-Z][a-z]
 # The payload: stripped binary, sources shipped as they are.
 mkdir -p "$work/payload"
 (cd "$work/payload" && rpm2cpio "$RPM1" | cpio -idm --quiet)
-sections=$(readelf -S -W "$work/payload/usr/bin/fabric-agent")
-expect_no_match "stripped: no symbol table" '\.symtab' "$sections"
-expect_no_match "stripped: no debug sections" '\.debug_' "$sections"
+for f in usr/bin/fabric-agent usr/libexec/fabric-agent/fabric-agent; do
+  sections=$(readelf -S -W "$work/payload/$f")
+  expect_no_match "$f stripped: no symbol table" '\.symtab' "$sections"
+  expect_no_match "$f stripped: no debug sections" '\.debug_' "$sections"
+done
 check "agent.yaml is packaging/agent.yaml" cmp -s "$src/packaging/agent.yaml" "$work/payload/etc/fabric-agent/agent.yaml"
 
 # Install, upgrade, erase into a root.
