@@ -26,14 +26,21 @@ trap 'rm -rf "$DIR"' EXIT
 
 names=()
 i=0
+mkdir -p "$DIR/bin" "$DIR/libexec/fabric-agent"
 for b in "$@"; do
   [ -x "$b" ] || { echo "lab-ab: $b is not an executable" >&2; exit 2; }
   i=$((i + 1))
   for ((c = 1; c <= COPIES; c++)); do
     # Stripped, as the package installs it; each copy is a file of its own.
-    strip -o "$DIR/fa_${i}_$c" "$b"
+    strip -o "$DIR/bin/fa_${i}_$c" "$b"
     names+=("fa_${i}_$c")
   done
+  # The whole agent a static front runs (docs/packaging.md, "Two
+  # executables"): the last binary's that has one; the lab installs it as
+  # /usr/libexec/fabric-agent/fabric-agent, which the copies, in /usr/bin
+  # there, find.
+  whole=$(dirname "$b")/../libexec/fabric-agent/fabric-agent
+  [ ! -x "$whole" ] || strip -o "$DIR/libexec/fabric-agent/fabric-agent" "$whole"
 done
 
 # mesh_files: empty.json, m250.json
@@ -46,11 +53,12 @@ cat >"$DIR/ab.sh" <<EOF
 set +e
 cd /tmp
 cp "\$LAB_FILES"/* /tmp/
-chmod +x /tmp/fa_*
+mv /tmp/fa_* /usr/bin/
+chmod +x /usr/bin/fa_*
 [ "${ASLR:-0}" = 1 ] || echo 0 >/proc/sys/kernel/randomize_va_space
 NAMES="${names[*]}"
 A="mesh apply --overlay-cidr 10.64.0.0/16 --file"
-/tmp/fa_1_1 \$A /tmp/empty.json >/dev/null 2>&1 || echo "lab-ab: the first apply failed"
+/usr/bin/fa_1_1 \$A /tmp/empty.json >/dev/null 2>&1 || echo "lab-ab: the first apply failed"
 key=\$(wg showconf wgb | awk '/^PrivateKey/ {print \$3}')
 printf '[Interface]\nPrivateKey = %s\nListenPort = 51820\n' "\$key" >w0.conf
 { cat w0.conf; jq -r '.peers[] | "\n[Peer]\nPublicKey = \(.public_key)\nEndpoint = \(.endpoint)\nAllowedIPs = \(.allowed_ips|join(","))"' /tmp/m250.json; } >w250.conf
@@ -64,13 +72,13 @@ t() {  # t LABEL CMD...: one timed run, its microseconds appended to /tmp/raw.LA
 }
 for r in \$(seq \$((${ROUNDS} + 3))); do  # the first 3 rounds warm up and are dropped
   for n in \$NAMES; do
-    wg setconf wgb w0.conf; t "250.\$n" /tmp/\$n \$A /tmp/m250.json
+    wg setconf wgb w0.conf; t "250.\$n" /usr/bin/\$n \$A /tmp/m250.json
   done
   wg setconf wgb w0.conf; t 250.wg wg setconf wgb w250.conf
   wg setconf wgb w0.conf
-  for n in \$NAMES; do t "noop.\$n" /tmp/\$n \$A /tmp/empty.json; done
+  for n in \$NAMES; do t "noop.\$n" /usr/bin/\$n \$A /tmp/empty.json; done
   t noop.wg wg setconf wgb w0.conf
-  for n in \$NAMES; do t "version.\$n" /tmp/\$n --version; done
+  for n in \$NAMES; do t "version.\$n" /usr/bin/\$n --version; done
   t version.wg wg --version
 done
 cp /tmp/raw.* "\$LAB_OUT"/
@@ -78,8 +86,8 @@ true
 EOF
 
 files=()
-for n in "${names[@]}"; do files+=(--file "$DIR/$n"); done
-"$SRC/tests/lab/run" --keep --binary "$DIR/fa_1_1" "${files[@]}" --file "$DIR/empty.json" \
+for n in "${names[@]}"; do files+=(--file "$DIR/bin/$n"); done
+"$SRC/tests/lab/run" --keep --binary "$DIR/bin/fa_1_1" "${files[@]}" --file "$DIR/empty.json" \
   --file "$DIR/m250.json" "$DIR/ab.sh" >"$DIR/lab.log" 2>&1 || true
 OUT=$(sed -n 's/^lab: run folder kept: //p' "$DIR/lab.log" | tail -n 1)
 if [ -z "$OUT" ] || ! ls "$OUT"/share/out/raw.* >/dev/null 2>&1; then

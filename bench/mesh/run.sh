@@ -119,14 +119,18 @@ trap cleanup EXIT
 COPIES=${COPIES:-1}
 AGENTS=()
 WGS=()
+# The copies of a static front find the whole agent it runs as a front
+# installed in bin/ does (docs/packaging.md, "Two executables").
+mkdir -p "$DIR/bin"
+[ ! -d "$(dirname "$AGENT")/../libexec" ] || ln -s "$(dirname "$AGENT")/../libexec" "$DIR/libexec"
 for ((c = 1; c <= COPIES; c++)); do
   if ((COPIES == 1)); then
     AGENTS+=("$AGENT")
     WGS+=("$(command -v wg)")
   else
-    cp "$AGENT" "$DIR/fabric-agent.$c"
+    cp "$AGENT" "$DIR/bin/fabric-agent.$c"
     cp "$(command -v wg)" "$DIR/wg.$c"
-    AGENTS+=("$DIR/fabric-agent.$c")
+    AGENTS+=("$DIR/bin/fabric-agent.$c")
     WGS+=("$DIR/wg.$c")
   fi
 done
