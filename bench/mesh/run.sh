@@ -5,7 +5,7 @@
 # WireGuard; run it in the lab VM for the kernel backend), in network
 # namespaces this script creates and removes.
 #
-#   bench/mesh/run.sh [FABRIC_AGENT_BINARY]      (root; env RUNS=121, ONE_RUNS=31, BACKEND=userspace, COPIES=1)
+#   bench/mesh/run.sh [FABRIC_AGENT_BINARY]      (root; env RUNS=121, ONE_RUNS=31, BACKEND=userspace, COPIES=1, EMPTY=own)
 #   bench/mesh/run.sh --lab [FABRIC_AGENT_BINARY]   the same against kernel WireGuard
 #                                                 in the lab VM (tests/lab, docs/lab.md;
 #                                                 env ASLR=0: randomisation off in the VM;
@@ -37,11 +37,22 @@
 # the apply's time; and the full 250- and 1000-peer sets pushed through the
 # daemon that way against `wg setconf` on the daemon's interface.
 # Every process time is taken by a shell inside the namespace (timed_a).
+# EMPTY=own (default): before each timed full-set push the interface is
+# emptied by the same tool's own apply; EMPTY=wg: by `wg setconf` of no
+# peers for both tools, as lab-ab.sh does (the same state-producing command
+# before either side; session 19 found no difference, docs/overlay.md).
 set -euo pipefail
 
 # gen_peers, mesh_json
 # shellcheck source=bench/mesh/peers.sh
 . "$(dirname "${BASH_SOURCE[0]}")/peers.sh"
+
+EMPTY=${EMPTY:-own}
+case $EMPTY in own | wg) ;; *)
+  echo "bench/mesh: EMPTY=$EMPTY: expected own (each tool empties the interface) or wg (wg setconf for both)" >&2
+  exit 2
+  ;;
+esac
 
 # --lab: this script, run by the lab's init inside the VM with
 # BACKEND=kernel against Debian's kernel (its wireguard.ko); the VM runs
@@ -69,7 +80,7 @@ if [ "${1:-}" = --lab ]; then
     if [ "${ASLR:-1}" = 0 ]; then
       echo 'echo 0 >/proc/sys/kernel/randomize_va_space && echo "ASLR off in the VM"'
     fi
-    echo "RUNS=${RUNS:-31} ONE_RUNS=${ONE_RUNS:-15} COPIES=${COPIES:-3} BACKEND=kernel PEERS_DIR=\$LAB_FILES bash \$LAB_FILES/run.sh /usr/bin/fabric-agent"
+    echo "RUNS=${RUNS:-31} ONE_RUNS=${ONE_RUNS:-15} COPIES=${COPIES:-3} EMPTY=$EMPTY BACKEND=kernel PEERS_DIR=\$LAB_FILES bash \$LAB_FILES/run.sh /usr/bin/fabric-agent"
   } >"$LABDIR/bench-mesh.sh"
   "$SRC/tests/lab/run" --timeout "${FA_LAB_TIMEOUT:-3600}" --binary "$AGENT" --file "$LABDIR/run.sh" \
     --file "$LABDIR/peers.sh" --file "$LABDIR/p250" --file "$LABDIR/p1000" --file "$LABDIR/p250b" "$LABDIR/bench-mesh.sh"
@@ -220,16 +231,20 @@ apply_a "$DIR/empty.json" >/dev/null
 inA wg showconf "$IF" | awk '/^PrivateKey/ {print $3}' >"$DIR/priv"
 chmod 600 "$DIR/priv"
 
-# One iteration of each side for N peers, onto the interface emptied by the
-# same tool first; the samples go to ta/tal/taj (agent) and tw (wg).
+# One iteration of each side for N peers, onto the interface emptied first
+# (by the same tool, or with EMPTY=wg by `wg setconf` for both); the samples
+# go to ta/tal/taj (agent) and tw (wg).
+empty_agent() {
+  if [ "$EMPTY" = wg ]; then inA wg setconf "$IF" "$DIR/w0.conf"; else apply_a "$DIR/empty.json" >/dev/null; fi
+}
 run_agent() {
   local n=$1 got
-  apply_a "$DIR/empty.json" >/dev/null
+  empty_agent
   timed_a "$DIR/out.txt" "${AGENTS[COPY]}" "${APPLY_ARGS[@]}" "$DIR/m$n.json" >>"$DIR/ta"
   lib_ns "$DIR/out.txt" >>"$DIR/tal"
   got=$(inA wg show "$IF" peers | wc -l)
   [ "$got" -eq "$n" ] || { echo "agent left $got peers, expected $n" >&2; exit 1; }
-  apply_a "$DIR/empty.json" >/dev/null
+  empty_agent
   timed_a "$DIR/out.json" "${AGENTS[COPY]}" "${APPLY_ARGS[@]}" "$DIR/m$n.json" --json >>"$DIR/taj"
   grep -q "\"peers_added\": $n," "$DIR/out.json" || { echo "agent --json did not add $n peers" >&2; exit 1; }
 }
