@@ -234,8 +234,9 @@ chmod 600 "$DIR/priv"
 # One iteration of each side for N peers, onto the interface emptied first
 # (by the same tool, or with EMPTY=wg by `wg setconf` for both); the samples
 # go to ta/tal/taj (agent) and tw (wg).
+empty_wg() { inA wg setconf "$IF" "$DIR/w0.conf"; }
 empty_agent() {
-  if [ "$EMPTY" = wg ]; then inA wg setconf "$IF" "$DIR/w0.conf"; else apply_a "$DIR/empty.json" >/dev/null; fi
+  if [ "$EMPTY" = wg ]; then empty_wg; else apply_a "$DIR/empty.json" >/dev/null; fi
 }
 run_agent() {
   local n=$1 got
@@ -250,7 +251,7 @@ run_agent() {
 }
 run_wg() {
   local n=$1 got
-  inA wg setconf "$IF" "$DIR/w0.conf"
+  empty_wg
   timed_a /dev/null "${WGS[COPY]}" setconf "$IF" "$DIR/w$n.conf" >>"$DIR/tw"
   got=$(inA wg show "$IF" peers | wc -l)
   [ "$got" -eq "$n" ] || { echo "wg left $got peers, expected $n" >&2; exit 1; }
