@@ -172,8 +172,8 @@ median_ci() {
     p = 1; for (j = 0; j < n; j++) p /= 2  # 2^-n (busybox awk in the lab has no "^")
     c = p; k = 0
     for (j = 0; j < n && c <= 0.025; j++) { k = j + 1; p = p * (n - j) / (j + 1); c += p }
-    if (k == 0) printf "%.2f - -\n", m
-    else printf "%.2f %.2f %.2f\n", m, a[k], a[n + 1 - k] }'
+    if (k == 0) printf "%.6f - -\n", m
+    else printf "%.6f %.6f %.6f\n", m, a[k], a[n + 1 - k] }'
 }
 # RUNS iterations of the agent's runner and the anchor's for N peers, the
 # anchor first every other iteration: neither tool always follows the other
@@ -188,11 +188,16 @@ alternate() {  # alternate AGENT_RUNNER ANCHOR_RUNNER N
 }
 # The ratios of two sample files line by line (line r of each from the same
 # iteration, taken within ~0.1 s of each other: free of the host's drift):
-# sets pr, lo, hi (median_ci) and ci, their printed form.
+# sets pr, lo, hi (median_ci, unrounded: the verdict is taken on these) and
+# ci, their printed form (three decimals: two would show an upper end of
+# 1.004 as 1.00).
 paired() {
   read -r pr lo hi < <(paste -d' ' "$1" "$2" | awk '{printf "%.6f\n", $1 / $2}' | median_ci)
-  ci="$pr [$lo-$hi]"
-  [ "$lo" != - ] || ci=$pr
+  if [ "$lo" != - ]; then
+    ci=$(awk -v p="$pr" -v l="$lo" -v h="$hi" 'BEGIN {printf "%.3f [%.3f-%.3f]", p, l, h}')
+  else
+    ci=$(awk -v p="$pr" 'BEGIN {printf "%.3f", p}')
+  fi
 }
 
 # Underlay: three namespaces on a bridge; node a is the one measured.
@@ -258,7 +263,7 @@ run_wg() {
 }
 
 echo "backend: $BACKEND, runs: $RUNS (median of each)"
-printf '%-8s %12s %12s %8s %18s %14s %10s %16s %10s\n' peers agent_ms wg_ms ratio 'pair_ratio [95%]' agent_lib_ms lib_ratio \
+printf '%-8s %12s %12s %8s %21s %14s %10s %16s %10s\n' peers agent_ms wg_ms ratio 'pair_ratio [95%]' agent_lib_ms lib_ratio \
   agent_json_ms min_ratio
 verdict=()
 for N in 250 1000; do
@@ -277,14 +282,14 @@ for N in 250 1000; do
   amin=$(minimum <"$DIR/ta")
   wmin=$(minimum <"$DIR/tw")
   paired "$DIR/ta" "$DIR/tw"
-  printf '%-8s %12s %12s %8s %18s %14s %10s %16s %10s\n' "$N" "$a" "$w" "$(awk -v a="$a" -v w="$w" 'BEGIN {printf "%.2f", a/w}')" \
+  printf '%-8s %12s %12s %8s %21s %14s %10s %16s %10s\n' "$N" "$a" "$w" "$(awk -v a="$a" -v w="$w" 'BEGIN {printf "%.2f", a/w}')" \
     "$ci" "$al" "$(awk -v a="$al" -v w="$w" 'BEGIN {printf "%.2f", a/w}')" "$(median <"$DIR/taj")" \
     "$(awk -v a="$amin" -v w="$wmin" 'BEGIN {printf "%.2f", a/w}')"
   verdict+=("$N peers: $(awk -v p="$pr" -v lo="$lo" -v hi="$hi" 'BEGIN {
-    if (lo == "-") printf "per-iteration ratio %s (too few runs for an interval)", p
-    else if (hi + 0 <= 1.0) printf "per-iteration ratio %s, 95%% interval %s-%s: at most 1.0 (target met)", p, lo, hi
-    else if (lo + 0 > 1.0) printf "per-iteration ratio %s, 95%% interval %s-%s: above 1.0 (target missed)", p, lo, hi
-    else printf "per-iteration ratio %s, 95%% interval %s-%s: includes 1.0 (target not shown)", p, lo, hi }')")
+    if (lo == "-") printf "per-iteration ratio %.3f (too few runs for an interval)", p
+    else if (hi + 0 <= 1.0) printf "per-iteration ratio %.3f, 95%% interval %.4f-%.4f: at most 1.0 (target met)", p, lo, hi
+    else if (lo + 0 > 1.0) printf "per-iteration ratio %.3f, 95%% interval %.4f-%.4f: above 1.0 (target missed)", p, lo, hi
+    else printf "per-iteration ratio %.3f, 95%% interval %.4f-%.4f: includes 1.0 (target not shown)", p, lo, hi }')")
 done
 echo
 printf '%s\n' "${verdict[@]}"
@@ -478,7 +483,7 @@ run_dwg() {
 }
 echo
 echo "full peer sets through the daemon (PUT /v1/mesh, request to answer) against wg setconf, $RUNS runs:"
-printf '  %-8s %12s %12s %8s %18s\n' peers put_ms wg_ms ratio 'pair_ratio [95%]'
+printf '  %-8s %12s %12s %8s %21s\n' peers put_ms wg_ms ratio 'pair_ratio [95%]'
 for N in 250 1000; do
   daemon_json "$DIR/p$N" >"$DIR/dm$N.json"
   wg_conf "$DIR/p$N" "$DIR/dpriv" 51821 >"$DIR/dw$N.conf"
@@ -488,5 +493,5 @@ for N in 250 1000; do
   d=$(median <"$DIR/tdn")
   w=$(median <"$DIR/twn")
   paired "$DIR/tdn" "$DIR/twn"
-  printf '  %-8s %12s %12s %8s %18s\n' "$N" "$d" "$w" "$(awk -v a="$d" -v w="$w" 'BEGIN {printf "%.2f", a/w}')" "$ci"
+  printf '  %-8s %12s %12s %8s %21s\n' "$N" "$d" "$w" "$(awk -v a="$d" -v w="$w" 'BEGIN {printf "%.2f", a/w}')" "$ci"
 done
