@@ -152,9 +152,10 @@ for line in subprocess.run(['nm', binf], capture_output=True, text=True, check=T
         continue
     name, obj = sections[i][2], sections[i][3]
     if name == '.text':
-        # An object without function sections (glibc's and libnl's archive
-        # members): its whole code goes, named by archive and member (glibc
-        # has about one function per member; libnl a source file's worth).
+        # An object without function sections (a member of glibc's, libnl's
+        # or yaml-cpp's archive): its whole code goes, named by archive and
+        # member (glibc has about one function per member; libnl a source
+        # file's worth).
         m = re.match(r'^.*/([^/(]+\.a)\(([^)]+)\)$', obj)
         if not m:
             unplaced += 1

@@ -193,11 +193,8 @@ alternate() {  # alternate AGENT_RUNNER ANCHOR_RUNNER N
 # 1.004 as 1.00).
 paired() {
   read -r pr lo hi < <(paste -d' ' "$1" "$2" | awk '{printf "%.6f\n", $1 / $2}' | median_ci)
-  if [ "$lo" != - ]; then
-    ci=$(awk -v p="$pr" -v l="$lo" -v h="$hi" 'BEGIN {printf "%.3f [%.3f-%.3f]", p, l, h}')
-  else
-    ci=$(awk -v p="$pr" 'BEGIN {printf "%.3f", p}')
-  fi
+  ci=$(awk -v p="$pr" -v l="$lo" -v h="$hi" 'BEGIN {
+    if (l == "-") printf "%.3f", p; else printf "%.3f [%.3f-%.3f]", p, l, h }')
 }
 
 # Underlay: three namespaces on a bridge; node a is the one measured.
