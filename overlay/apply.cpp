@@ -379,26 +379,29 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
   // takes ~20 ms for 250 new peers); it is only returned if the set succeeds.
   // What the device holds once the change lands is reported without a
   // second read, which would cost as much as the first on a 1000-peer device.
+  // A caller's summary (report false) takes the place of the document.
+  ApplySummary* const sum = opt.report ? nullptr : opt.summary;
   json doc;
   if (opt.report) {
     Device after = merge(std::move(*cur), change, pub ? &*pub : nullptr);
     after.public_key = pub;
     if (after.private_key) wipe(*after.private_key);
     doc = show_doc(ifname, chosen, after, link);
-  } else {
+  } else if (!sum) {
     doc = {{"interface", ifname}, {"backend", backend_name(chosen)}};
   }
   // So is the rest of the answer; what depends on the outcome is filled in
   // below.
-  doc["changes"] = {{"created", created},
-                    {"moved", moved},
-                    {"backend_reason", reason},
-                    {"peers_added", added},
-                    {"peers_removed", removed},
-                    {"peers_updated", updated},
-                    {"device_changed", device_changed},
-                    {"link_changed", false},
-                    {"elapsed_us", 0}};
+  if (!sum)
+    doc["changes"] = {{"created", created},
+                      {"moved", moved},
+                      {"backend_reason", reason},
+                      {"peers_added", added},
+                      {"peers_removed", removed},
+                      {"peers_updated", updated},
+                      {"device_changed", device_changed},
+                      {"link_changed", false},
+                      {"elapsed_us", 0}};
   if (opt.while_waiting) opt.while_waiting();
   if (device_changed) {
     auto s = be->set_device_finish();
@@ -436,6 +439,22 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
   }
 
   if (debug) log()->debug("{}: link done at {:.2f} ms", ifname, ms());
+  const long long elapsed_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+  if (sum) {
+    sum->interface = ifname;
+    sum->backend = chosen;
+    sum->backend_reason = std::move(reason);
+    sum->created = created;
+    sum->moved = moved;
+    sum->device_changed = device_changed;
+    sum->link_changed = link_changed;
+    sum->peers_added = added;
+    sum->peers_removed = removed;
+    sum->peers_updated = updated;
+    sum->elapsed_us = elapsed_us;
+    return doc;
+  }
   if (link_changed) {
     auto li2 = rtnl_get_link(ifname);
     if (!li2) return li2.take_error();
@@ -444,8 +463,7 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
   }
   json& changes = doc["changes"];
   changes["link_changed"] = link_changed;
-  changes["elapsed_us"] =
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+  changes["elapsed_us"] = elapsed_us;
   return doc;
 }
 

@@ -77,6 +77,8 @@ int do_apply(const std::vector<std::string>& argv) {
     opt.backend = *be;
   }
   opt.report = a->has("json");
+  ApplySummary sum;
+  opt.summary = &sum;      // without --json: the summary line's fields, no document
   opt.log_change = false;  // the summary (or --json's "changes") carries the counts
   if (const char* lvl = std::getenv("FA_LOG_LEVEL")) set_log_level(lvl);
   // The clock is read for the debug line only when it is written.
@@ -146,14 +148,12 @@ int do_apply(const std::vector<std::string>& argv) {
   if (a->has("json")) {
     out = r->dump(2);
   } else {
-    const auto& c = (*r)["changes"];
     // The time in hundredths of a millisecond, in integers.
-    const long long cs = (c.value("elapsed_us", 0LL) + 5) / 10;
-    out = r->value("interface", "") + ": backend " + r->value("backend", "") + " (" +
-          c.value("backend_reason", "") + "); " + (c.value("created", false) ? "created" : "adopted") +
-          "; peers +" + std::to_string(c.value("peers_added", 0)) + " -" +
-          std::to_string(c.value("peers_removed", 0)) + " ~" + std::to_string(c.value("peers_updated", 0)) +
-          "; " + std::to_string(cs / 100) + (cs % 100 < 10 ? ".0" : ".") + std::to_string(cs % 100) + " ms";
+    const long long cs = (sum.elapsed_us + 5) / 10;
+    out = sum.interface + ": backend " + backend_name(sum.backend) + " (" + sum.backend_reason + "); " +
+          (sum.created ? "created" : "adopted") + "; peers +" + std::to_string(sum.peers_added) + " -" +
+          std::to_string(sum.peers_removed) + " ~" + std::to_string(sum.peers_updated) + "; " +
+          std::to_string(cs / 100) + (cs % 100 < 10 ? ".0" : ".") + std::to_string(cs % 100) + " ms";
   }
   out += '\n';
   if (auto s = write_all(STDOUT_FILENO, out, "write to stdout"); !s) {
