@@ -11,6 +11,7 @@
 #include <netlink/genl/genl.h>
 #include <netlink/msg.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/secure.hpp"
@@ -117,14 +118,37 @@ void WipedMsgFree::operator()(nl_msg* m) const {
   nlmsg_free(m);
 }
 
+namespace {
+
+// At most how many bytes peer p takes in a request (every attribute it may
+// carry, each at its largest).
+size_t peer_bound(const Peer& p) {
+  constexpr size_t kHead = NLA_HDRLEN /* nest */ + NLA_HDRLEN + kKeyLen + NLA_HDRLEN + 4 /* flags */ +
+                           NLA_HDRLEN + sizeof(sockaddr_in6) + NLA_HDRLEN + 4 /* keepalive */ +
+                           NLA_HDRLEN /* allowed IPs nest */;
+  constexpr size_t kIp =
+      NLA_HDRLEN /* nest */ + NLA_HDRLEN + 4 /* family */ + NLA_HDRLEN + 16 + NLA_HDRLEN + 4 /* cidr */;
+  return kHead + kIp * p.allowed_ips.size();
+}
+
+}  // namespace
+
 std::vector<WipedMsg> genl_build_set(const Device& ch, uint16_t family_id, size_t max_bytes) {
+  // A request's peer list is one nested attribute, whose length is 16 bits.
+  max_bytes = std::min<size_t>(max_bytes, 0xffff);
   std::vector<WipedMsg> out;
   size_t pi = 0;  // next peer to place
   size_t ii = 0;  // next allowed IP of peer pi (0: the peer's head is not sent yet)
   bool first = true;
   for (;;) {
+    // A buffer of max_bytes, or less when what is left needs less: libnl
+    // zeroes all of it, and a one-peer change needs ~200 bytes of 16 KiB.
+    size_t need = NLMSG_HDRLEN + GENL_HDRLEN + NLA_HDRLEN + NLA_ALIGN(ch.name.size() + 1) + NLA_HDRLEN +
+                  kKeyLen + 3 * (NLA_HDRLEN + 4) /* port, fwmark, flags */ + NLA_HDRLEN /* peers */;
+    for (size_t i = pi; i < ch.peers.size() && need < max_bytes; ++i) need += peer_bound(ch.peers[i]);
     // Only the first message can carry the private key.
-    WipedMsg msg(nlmsg_alloc_size(max_bytes), WipedMsgFree{first && ch.private_key.has_value()});
+    WipedMsg msg(nlmsg_alloc_size(std::min(need, max_bytes)),
+                 WipedMsgFree{first && ch.private_key.has_value()});
     if (!msg) return {};
     nl_msg* m = msg.get();
     if (!genlmsg_put(m, NL_AUTO_PORT, NL_AUTO_SEQ, family_id, 0, NLM_F_REQUEST | NLM_F_ACK, WG_CMD_SET_DEVICE,

@@ -76,7 +76,9 @@ using WipedMsg = std::unique_ptr<nl_msg, WipedMsgFree>;
 // cancelled and the next message resumes from that same peer; a resumed peer
 // never repeats REPLACE_ALLOWEDIPS, which would drop what came before.
 // Messages carry no nlmsg seq/pid: those are set when sent. They are sent
-// as built (one copy of the private key, wiped when freed).
+// as built (one copy of the private key, wiped when freed). max_bytes is
+// held to 64 KiB - 1 (a peer list is one nested attribute, with a 16-bit
+// length); each buffer is only as large as the rest of the change needs.
 std::vector<WipedMsg> genl_build_set(const Device& change, uint16_t family_id, size_t max_bytes);
 // Decodes SET_DEVICE requests or GET_DEVICE dump replies (raw netlink
 // messages, each starting with nlmsghdr) into one device. A peer continued

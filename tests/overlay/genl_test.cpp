@@ -275,6 +275,36 @@ TEST_CASE("genl: requests are byte for byte what libnl's nla_put builds", "[genl
   CHECK(got2[0] == want2);
 }
 
+// Each request's buffer is sized to what is left of the change, at most the
+// bound (libnl zeroes all of it): its size must be an upper bound of what
+// the peers take, or a change would split into more requests than the bound
+// asks for.
+TEST_CASE("genl: a request's buffer is what the rest of the change needs, at most the bound", "[genl]") {
+  Device all = big_change(300, 100, 40);  // ~40 KB of attributes
+  auto one = genl_build_set(all, 0x1234, 60000);
+  REQUIRE(one.size() == 1);  // the estimate never falls short
+  const size_t used = nlmsg_hdr(one[0].get())->nlmsg_len;
+  CHECK(nlmsg_get_max_size(one[0].get()) >= used);
+  CHECK(nlmsg_get_max_size(one[0].get()) < 2 * used);
+  CHECK(genl_parse_device(fa_test::bytes_of(one)).ok());
+
+  Device small = big_change(1, 99, 0);
+  auto s = genl_build_set(small, 0x1234, 16 * 1024);
+  REQUIRE(s.size() == 1);
+  CHECK(nlmsg_get_max_size(s[0].get()) < 512);
+
+  for (const auto& m : genl_build_set(all, 0x1234, 4096)) CHECK(nlmsg_get_max_size(m.get()) <= 4096);
+  // A bound past what a nested attribute's 16-bit length can say is held
+  // to it: the requests split instead of carrying a corrupt nest.
+  Device huge = big_change(1000, 500, 400);
+  auto big = genl_build_set(huge, 0x1234, 1 << 20);
+  REQUIRE(big.size() >= 2);
+  for (const auto& m : big) CHECK(nlmsg_hdr(m.get())->nlmsg_len <= 0xffff);
+  auto back = genl_parse_device(fa_test::bytes_of(big));
+  REQUIRE(back.ok());
+  compare(huge, *back);
+}
+
 TEST_CASE("genl: decoder refuses bad lengths and truncation", "[genl]") {
   Device d = big_change(2, 99, 0);
   auto msgs = fa_test::bytes_of(genl_build_set(d, 20, 4096));
