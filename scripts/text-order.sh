@@ -144,7 +144,10 @@ starts = [s[0] for s in sections]
 order, seen, unplaced = [], set(), 0
 for line in subprocess.run(['nm', binf], capture_output=True, text=True, check=True).stdout.splitlines():
     p = line.split()
-    if len(p) != 3 or p[1] not in 'tTwW' or p[2] not in hot:
+    # 'i': an IFUNC symbol, whose value is its resolver's address (glibc's
+    # string functions): callgrind names the resolver by it, and every
+    # resolver runs before main (the IRELATIVE relocations).
+    if len(p) != 3 or p[1] not in 'tTwWi' or p[2] not in hot:
         continue
     addr = int(p[0], 16)
     i = bisect.bisect_right(starts, addr) - 1
