@@ -199,11 +199,23 @@ TEST_CASE("genl: requests are byte for byte what libnl's nla_put builds", "[genl
   c.remove = true;
   d.peers = {a, b, c};
 
-  nl_msg* ref = nlmsg_alloc_size(4096);
-  REQUIRE(ref);
-  REQUIRE(genlmsg_put(ref, NL_AUTO_PORT, NL_AUTO_SEQ, 0x1234, 0, NLM_F_REQUEST | NLM_F_ACK, WG_CMD_SET_DEVICE,
-                      WG_GENL_VERSION));
-  REQUIRE(nla_put_string(ref, WGDEVICE_A_IFNAME, "wg-odd5") == 0);
+  // A reference request, the bytes of one with its name put by libnl.
+  auto start_ref = [](const char* name) {
+    nl_msg* m = nlmsg_alloc_size(4096);
+    REQUIRE(m);
+    REQUIRE(genlmsg_put(m, NL_AUTO_PORT, NL_AUTO_SEQ, 0x1234, 0, NLM_F_REQUEST | NLM_F_ACK, WG_CMD_SET_DEVICE,
+                        WG_GENL_VERSION));
+    REQUIRE(nla_put_string(m, WGDEVICE_A_IFNAME, name) == 0);
+    return m;
+  };
+  auto bytes_of_ref = [](nl_msg* m) {
+    const nlmsghdr* h = nlmsg_hdr(m);
+    std::vector<uint8_t> out(reinterpret_cast<const uint8_t*>(h),
+                             reinterpret_cast<const uint8_t*>(h) + h->nlmsg_len);
+    nlmsg_free(m);
+    return out;
+  };
+  nl_msg* ref = start_ref("wg-odd5");
   REQUIRE(nla_put(ref, WGDEVICE_A_PRIVATE_KEY, 32, d.private_key->data()) == 0);
   REQUIRE(nla_put_u16(ref, WGDEVICE_A_LISTEN_PORT, 51820) == 0);
   REQUIRE(nla_put_u32(ref, WGDEVICE_A_FWMARK, 0x2a) == 0);
@@ -246,10 +258,7 @@ TEST_CASE("genl: requests are byte for byte what libnl's nla_put builds", "[genl
   nla_put_u32(ref, WGPEER_A_FLAGS, WGPEER_F_REMOVE_ME);
   nla_nest_end(ref, pc);
   nla_nest_end(ref, peers);
-  const nlmsghdr* rh = nlmsg_hdr(ref);
-  std::vector<uint8_t> want(reinterpret_cast<const uint8_t*>(rh),
-                            reinterpret_cast<const uint8_t*>(rh) + rh->nlmsg_len);
-  nlmsg_free(ref);
+  const std::vector<uint8_t> want = bytes_of_ref(ref);
 
   auto got = fa_test::bytes_of(genl_build_set(d, 0x1234, 4096));
   REQUIRE(got.size() == 1);
@@ -261,15 +270,9 @@ TEST_CASE("genl: requests are byte for byte what libnl's nla_put builds", "[genl
   Device e;
   e.name = "wg0";
   e.listen_port = 1;
-  nl_msg* ref2 = nlmsg_alloc_size(4096);
-  REQUIRE(genlmsg_put(ref2, NL_AUTO_PORT, NL_AUTO_SEQ, 0x1234, 0, NLM_F_REQUEST | NLM_F_ACK,
-                      WG_CMD_SET_DEVICE, WG_GENL_VERSION));
-  nla_put_string(ref2, WGDEVICE_A_IFNAME, "wg0");
+  nl_msg* ref2 = start_ref("wg0");
   nla_put_u16(ref2, WGDEVICE_A_LISTEN_PORT, 1);
-  const nlmsghdr* rh2 = nlmsg_hdr(ref2);
-  std::vector<uint8_t> want2(reinterpret_cast<const uint8_t*>(rh2),
-                             reinterpret_cast<const uint8_t*>(rh2) + rh2->nlmsg_len);
-  nlmsg_free(ref2);
+  const std::vector<uint8_t> want2 = bytes_of_ref(ref2);
   auto got2 = fa_test::bytes_of(genl_build_set(e, 0x1234, 4096));
   REQUIRE(got2.size() == 1);
   CHECK(got2[0] == want2);
