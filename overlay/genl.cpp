@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "common/secure.hpp"
 #include "overlay/internal.hpp"
@@ -46,6 +47,7 @@ class Attrs {
   }
   template <class T>
   nlattr* put(int type, T v) {
+    static_assert(std::is_arithmetic_v<T>, "a number's bytes, never a pointer's");
     return put(type, &v, sizeof v);
   }
   nlattr* nest_start(int type) { return put(type, nullptr, 0); }
