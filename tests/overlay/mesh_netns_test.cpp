@@ -407,6 +407,36 @@ TEST_CASE("the device is asked for while the file is parsed, and an invalid file
   CHECK_THAT(read_file(err), Catch::Contains(": peers +0 -0 ~0, listen port 51829"));
 }
 
+// Without --json, `mesh apply` prints one line from the fields apply() fills
+// (ApplySummary), no document: whether it created or adopted the interface,
+// which backend and why, the counts.
+TEST_CASE("mesh apply's summary line: created, then adopted, with the counts", "[netns]") {
+  Mesh m(1);
+  const std::string f = m.dir + "/s.json";
+  auto apply_line = [&](const json& want) {
+    write_file(f, want.dump());
+    auto o = run("ip netns exec " + m.ns[0] + " " + agent() + " mesh apply --backend userspace --file " + f);
+    INFO(o.out);
+    REQUIRE(o.rc == 0);
+    return o.out;
+  };
+  json d = m.doc(0, false);
+  CHECK_THAT(apply_line(d),
+             Catch::Matches(m.ifn[0] + ": backend userspace \\(userspace backend requested\\); "
+                                       "created; peers \\+0 -0 ~0; [0-9]+\\.[0-9][0-9] ms\n"));
+  const std::string head =
+      m.ifn[0] +
+      ": backend userspace \\(existing interface served by wireguard-go \\(pid [0-9]+\\) adopted\\); ";
+  d["peers"].push_back({{"public_key", "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo="},
+                        {"endpoint", "192.168.77.9:51820"},
+                        {"allowed_ips", {"10.42.0.9/32"}}});
+  CHECK_THAT(apply_line(d), Catch::Matches(head + "adopted; peers \\+1 -0 ~0; [0-9]+\\.[0-9][0-9] ms\n"));
+  d["peers"][0]["endpoint"] = "192.168.77.8:51820";
+  CHECK_THAT(apply_line(d), Catch::Matches(head + "adopted; peers \\+0 -0 ~1; [0-9]+\\.[0-9][0-9] ms\n"));
+  d["peers"] = json::array();
+  CHECK_THAT(apply_line(d), Catch::Matches(head + "adopted; peers \\+0 -1 ~0; [0-9]+\\.[0-9][0-9] ms\n"));
+}
+
 TEST_CASE("a peer with the node's own public key is refused, in both output modes, nothing touched",
           "[netns]") {
   Mesh m(2);
