@@ -28,15 +28,17 @@ namespace {
 // 250-peer push took ~0.4 ms of the lab's emulated VM, on the way to the
 // first request. The message is libnl's (its buffer, its size), sent by
 // libnl as before; only the appending is done here.
+// At most 64 KiB - 1 of the message is used, so no attribute or nest
+// outgrows its 16-bit length.
 class Attrs {
  public:
-  explicit Attrs(nl_msg* m) : h_(nlmsg_hdr(m)), cap_(nlmsg_get_max_size(m)) {}
+  explicit Attrs(nl_msg* m) : h_(nlmsg_hdr(m)), cap_(std::min<size_t>(nlmsg_get_max_size(m), 0xffff)) {}
 
   // nullptr when the attribute does not fit.
   nlattr* put(int type, const void* data, size_t len) {
     const size_t at = NLMSG_ALIGN(h_->nlmsg_len);
     const size_t end = at + NLA_ALIGN(NLA_HDRLEN + len);
-    if (end > cap_ || NLA_HDRLEN + len > 0xffff) return nullptr;
+    if (end > cap_) return nullptr;
     char* a = base() + at;
     nlattr hdr{static_cast<uint16_t>(NLA_HDRLEN + len), static_cast<uint16_t>(type)};
     std::memcpy(a, &hdr, sizeof hdr);
@@ -51,17 +53,13 @@ class Attrs {
     return put(type, &v, sizeof v);
   }
   nlattr* nest_start(int type) { return put(type, nullptr, 0); }
-  // false when the nest outgrew an attribute's 16-bit length. An empty nest
-  // is dropped, as libnl's nla_nest_end does.
-  bool nest_end(nlattr* n) {
+  // An empty nest is dropped, as libnl's nla_nest_end does.
+  void nest_end(nlattr* n) {
     const size_t len = static_cast<size_t>(base() + h_->nlmsg_len - reinterpret_cast<char*>(n));
-    if (len == NLA_HDRLEN) {
+    if (len == NLA_HDRLEN)
       nest_cancel(n);
-      return true;
-    }
-    if (len > 0xffff) return false;
-    n->nla_len = static_cast<uint16_t>(len);
-    return true;
+    else
+      n->nla_len = static_cast<uint16_t>(len);
   }
   void nest_cancel(nlattr* n) { h_->nlmsg_len = static_cast<uint32_t>(reinterpret_cast<char*>(n) - base()); }
 
@@ -94,8 +92,7 @@ bool put_peer_head(Attrs& m, const Peer& p) {
   if (flags && !m.put(WGPEER_A_FLAGS, flags)) return false;
   if (p.remove) return true;
   if (p.endpoint && !put_endpoint(m, *p.endpoint)) return false;
-  if (p.persistent_keepalive &&
-      !m.put(WGPEER_A_PERSISTENT_KEEPALIVE_INTERVAL, static_cast<uint16_t>(*p.persistent_keepalive)))
+  if (p.persistent_keepalive && !m.put(WGPEER_A_PERSISTENT_KEEPALIVE_INTERVAL, *p.persistent_keepalive))
     return false;
   return true;
 }
@@ -106,11 +103,12 @@ bool put_allowed_ip(Attrs& m, const IpPrefix& a) {
   IpPrefix net = a.network();
   if (!m.put(WGALLOWEDIP_A_FAMILY, static_cast<uint16_t>(net.family)) ||
       !m.put(WGALLOWEDIP_A_IPADDR, net.addr.data(), net.family == AF_INET ? 4 : 16) ||
-      !m.put(WGALLOWEDIP_A_CIDR_MASK, static_cast<uint8_t>(net.len))) {
+      !m.put(WGALLOWEDIP_A_CIDR_MASK, net.len)) {
     m.nest_cancel(n);
     return false;
   }
-  return m.nest_end(n);
+  m.nest_end(n);
+  return true;
 }
 
 }  // namespace
@@ -161,8 +159,8 @@ std::vector<WipedMsg> genl_build_set(const Device& ch, uint16_t family_id, size_
     if (first) {
       // Device-wide settings go once, in the first message.
       if ((ch.private_key && !a.put(WGDEVICE_A_PRIVATE_KEY, ch.private_key->data(), kKeyLen)) ||
-          (ch.listen_port && !a.put(WGDEVICE_A_LISTEN_PORT, static_cast<uint16_t>(*ch.listen_port))) ||
-          (ch.fwmark && !a.put(WGDEVICE_A_FWMARK, static_cast<uint32_t>(*ch.fwmark))) ||
+          (ch.listen_port && !a.put(WGDEVICE_A_LISTEN_PORT, *ch.listen_port)) ||
+          (ch.fwmark && !a.put(WGDEVICE_A_FWMARK, *ch.fwmark)) ||
           (ch.replace_peers && !a.put(WGDEVICE_A_FLAGS, static_cast<uint32_t>(WGDEVICE_F_REPLACE_PEERS))))
         return {};
     }
@@ -191,20 +189,20 @@ std::vector<WipedMsg> genl_build_set(const Device& ch, uint16_t family_id, size_
             a.nest_cancel(pn);  // nothing of this peer fits: all of it goes to the next message
             goto full;
           }
-          if (!a.nest_end(ips)) return {};
+          a.nest_end(ips);
           if (ii < p.allowed_ips.size()) {
             // Resume this peer in the next message from allowed IP ii,
             // without its head (no second REPLACE_ALLOWEDIPS).
-            if (!a.nest_end(pn)) return {};
+            a.nest_end(pn);
             ++progress;
             goto full;
           }
         }
-        if (!a.nest_end(pn)) return {};
+        a.nest_end(pn);
         ++progress;
       }
     full:
-      if (!a.nest_end(peers)) return {};
+      a.nest_end(peers);
     }
     // A message that carries no peer and no device setting means max_bytes
     // cannot hold even one peer: give up rather than loop.
