@@ -83,10 +83,13 @@ int cmd_run(const std::vector<std::string>& argv) {
   else
     log->info("bearer token read from {}", cfg->effective_token_file());
 
-  asio::io_context ioc(1);
-  asio::thread_pool worker(1);
   use_child_for_public_keys();
+  // Declared before the io_context and the worker: the handlers still
+  // pending when the loop stops (a long-poll's session) unsubscribe from
+  // core as the io_context destroys them.
   Core core(*cfg, make_discovery(*cfg), make_mesh_ops(*cfg));
+  asio::thread_pool worker(1);
+  asio::io_context ioc(1);
   core.set_token(std::move(tok->token));
   auto refresh = [&core, &worker] { asio::post(worker, [&core] { core.refresh(); }); };
 

@@ -228,6 +228,25 @@ TEST_CASE("server: 304 and long-poll", "[server]") {
   CHECK(json::parse(changed.body)["agent"]["generation"].get<int>() > 1);
 }
 
+TEST_CASE("server: SIGTERM while long-polls wait stops cleanly (exit 0)", "[server]") {
+  // The control plane long-polls by design: every systemctl restart and
+  // package upgrade stops the daemon with a wait pending.
+  TempDir d;
+  AgentProcess a(d.path, "");
+  auto first = call(a, "GET", "/v1/status");
+  REQUIRE(first.status == 200);
+  const std::string etag = first.headers["etag"];
+  std::vector<std::future<fa::Result<fa::agent::HttpReply>>> polls;
+  for (int i = 0; i < 3; ++i)
+    polls.push_back(std::async(std::launch::async, [&] {
+      return request(a, "GET", "/v1/status?wait=120", "", {{"If-None-Match", etag}});
+    }));
+  for (auto& p : polls) REQUIRE(p.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
+  CHECK(a.stop(SIGTERM) == 0);
+  for (auto& p : polls) REQUIRE(p.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  CHECK(a.log().find("stopped") != std::string::npos);
+}
+
 TEST_CASE("server: SIGHUP with a bad config keeps the running one", "[server]") {
   TempDir d;
   AgentProcess a(d.path, "");
