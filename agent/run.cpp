@@ -83,7 +83,6 @@ int cmd_run(const std::vector<std::string>& argv) {
   else
     log->info("bearer token read from {}", cfg->effective_token_file());
 
-  use_child_for_public_keys();
   // Declared before the io_context and the worker: the handlers still
   // pending when the loop stops (a long-poll's session) unsubscribe from
   // core as the io_context destroys them.
@@ -110,8 +109,11 @@ int cmd_run(const std::vector<std::string>& argv) {
     po.dev_root = cfg->pods.dev_root;
     po.sysfs_root = cfg->sysfs_root;
     po.overlay_cidr = cfg->overlay.cidr;
-    po.inspect = [&core] { return core.snapshot()->inspect; };
-    po.desired_mesh = [&core] { return core.persisted_mesh_held(); };
+    po.inspect = [&core] { return *core.inspect_document(); };
+    po.desired_mesh = [&core] {
+      auto m = core.desired_held();
+      return m ? overlay::to_json(*m) : nlohmann::json();
+    };
     po.changed = refresh;
     po.serialize = [&core](const std::function<nlohmann::json()>& fn) { return core.run_serialized(fn); };
     // Fails only when the registry cannot be read (nothing reconciled yet):

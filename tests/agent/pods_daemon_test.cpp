@@ -249,7 +249,7 @@ TEST_CASE("daemon: kill -9 and restart while a pod holds wg0 adopts it there, a 
     REQUIRE(p.ok());
     fa::overlay::ApplyOptions o;
     o.backend = fa::overlay::Backend::Userspace;
-    auto r = fa::overlay::apply(*p.mesh, o);
+    auto r = fa::overlay::apply(*p.value, o);
     INFO((r.ok() ? std::string() : r.error().message));
     REQUIRE(r.ok());
   }

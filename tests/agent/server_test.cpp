@@ -285,7 +285,7 @@ TEST_CASE("server: corrupt state file is moved aside with a clear log line", "[s
   ::mkdir((d.path + "/state").c_str(), 0700);
   std::ofstream(d.path + "/state/state.json") << "\x01garbage{";
   AgentProcess a(d.path, "");
-  CHECK(a.log().find("state file " + d.path + "/state/state.json is corrupt (not valid JSON); moved it to " + d.path +
+  CHECK(a.log().find("state file " + d.path + "/state/state.json is unusable (not valid JSON); moved it to " + d.path +
                      "/state/state.json.corrupt-") != std::string::npos);
   CHECK(call(a, "GET", "/v1/status").status == 200);
 }

@@ -158,7 +158,7 @@ struct Lab {
     REQUIRE(p.ok());
     fa::overlay::ApplyOptions o;
     o.backend = fa::overlay::Backend::Userspace;  // this kernel has no WireGuard
-    auto r = fa::overlay::apply(*p.mesh, o);
+    auto r = fa::overlay::apply(*p.value, o);
     INFO((r.ok() ? std::string() : r.error().message));
     REQUIRE(r.ok());
   }
@@ -170,7 +170,7 @@ struct Lab {
     mover = make_overlay_mover();
     ServiceDeps d;
     d.inspect = [this] { return inspect; };
-    json canonical = fa::overlay::to_json(*fa::overlay::parse_desired(host_mesh).mesh);
+    json canonical = fa::overlay::to_json(*fa::overlay::parse_desired(host_mesh).value);
     d.desired_mesh = [canonical] { return canonical; };
     d.mover = mover.get();
     svc = std::make_unique<PodService>(std::move(*reg), d);
