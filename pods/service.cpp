@@ -54,8 +54,11 @@ json PodService::do_register(const json& req) {
     return {{"ok", true}, {"pod", to_json(*have)}};  // a repeated request: same answer, nothing moves twice
 
   if (auto why = check_exclusive(reg_.pods(), rec.id)) return fail("refused", *why);
+  // Which ports are the fabric comes from discovery; whether one is ACTIVE
+  // is read now: an InfiniBand port going down starts no discovery pass.
   json inspect = deps_.inspect ? deps_.inspect() : json();
-  if (auto why = check_active_port(inspect)) return fail("refused", *why);
+  if (auto why = check_active_port(inspect, read_port_states(deps_.sysfs_root, fabric_ports(inspect))))
+    return fail("refused", *why);
   json mesh = deps_.desired_mesh ? deps_.desired_mesh() : json();
   if (!mesh.is_object())
     return fail("refused", "no overlay mesh is configured on this host (the control plane sets it with PUT /v1/mesh); "
