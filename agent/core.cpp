@@ -198,10 +198,15 @@ std::optional<std::string> Core::netns_locked(const overlay::DesiredMesh& m) {
   return m.netns;
 }
 
-overlay::DesiredMesh Core::placed_locked(const overlay::DesiredMesh& m) {
-  overlay::DesiredMesh out = m;
-  out.netns = netns_locked(m);
-  return out;
+// m itself, or (while a pod holds the interface) a copy of it placed in the
+// pod's namespace, kept in `copy`.
+const overlay::DesiredMesh& Core::placed_locked(const overlay::DesiredMesh& m,
+                                                std::optional<overlay::DesiredMesh>& copy) {
+  auto ns = netns_locked(m);
+  if (ns == m.netns) return m;
+  copy = m;
+  copy->netns = std::move(ns);
+  return *copy;
 }
 
 std::string Core::key_path() const { return config().state_dir + "/wg.key"; }
@@ -254,7 +259,7 @@ void Core::recover_locked(const Config& cfg) {
   }
   desired_ = std::make_shared<overlay::DesiredMesh>(std::move(*v.value));
   log->warn("state rebuilt from live interface {}: {} peers kept", cfg.overlay.interface, desired_->peers.size());
-  if (Status s = save_state(cfg.state_dir, PersistedState{*desired_}); !s) log->error("state: {}", s.error().message);
+  if (Status s = store_->save(PersistedState{*desired_}); !s) log->error("state: {}", s.error().message);
 }
 
 Status Core::start(const std::function<void()>& before_first_refresh) {
@@ -264,7 +269,8 @@ Status Core::start(const std::function<void()>& before_first_refresh) {
     std::lock_guard lk(op_mu_);
     overlay::ParseOptions po;
     po.overlay_cidr = cfg.overlay.cidr;
-    auto loaded = load_state(cfg.state_dir, po);
+    store_ = std::make_unique<StateStore>(cfg.state_dir, po);
+    auto loaded = store_->load();
     if (!loaded) return Error{"state: " + loaded.error().message, loaded.error().sys_errno};
     if (loaded->state.mesh) desired_ = std::make_shared<overlay::DesiredMesh>(std::move(*loaded->state.mesh));
     if (!loaded->moved_aside.empty()) {
@@ -286,7 +292,8 @@ Status Core::start(const std::function<void()>& before_first_refresh) {
     std::lock_guard lk(op_mu_);
     if (mesh_ && desired_) {
       auto mlog = fa::logger("mesh");
-      auto m = placed_locked(*desired_);
+      std::optional<overlay::DesiredMesh> copy;
+      const auto& m = placed_locked(*desired_, copy);
       auto r = mesh_->apply(m);
       if (r)
         mlog->info("{}: adopted persisted mesh of cluster {}{} (changes: {})", m.interface, m.cluster_id,
@@ -371,7 +378,8 @@ void Core::refresh() {
   // Reconcile: the interface brought back to the desired mesh, whatever
   // happened to it (a reboot, `ip link del`, a peer removed by hand).
   if (mesh_ && desired_) {
-    auto m = placed_locked(*desired_);
+    std::optional<overlay::DesiredMesh> copy;
+    const auto& m = placed_locked(*desired_, copy);
     auto r = mesh_->apply(m);
     live_ = r.ok();
     live_error_ = r ? std::string() : r.error().message;
@@ -483,7 +491,7 @@ ApiResult Core::put_mesh(const json& doc) {
                             "'; DELETE /v1/mesh before moving it to another interface or namespace",
                         "interface", nullptr};
   }
-  return change_locked(cfg, std::move(want), nullptr);
+  return change_locked(std::move(want), nullptr);
 }
 
 ApiResult Core::patch_mesh(const json& doc) {
@@ -503,26 +511,27 @@ ApiResult Core::patch_mesh(const json& doc) {
                       "cluster_id", nullptr};
   auto after = overlay::with_changes(*desired_, c, po);
   if (!after.ok()) return invalid(after.errors);
-  return change_locked(cfg, std::move(*after.value), &c);
+  return change_locked(std::move(*after.value), &c);
 }
 
 // The rest of a PUT or a PATCH, once the new desired mesh is valid: persist
 // it ahead of the change (a crash in between leaves what the control plane
 // asked for, which the next start applies), apply it, publish. A failed
 // apply puts the previous state back.
-ApiResult Core::change_locked(const Config& cfg, overlay::DesiredMesh next, const overlay::PeerChanges* peers) {
+ApiResult Core::change_locked(overlay::DesiredMesh next, const overlay::PeerChanges* peers) {
   auto log = fa::logger("mesh");
   const bool persist = !desired_ || *desired_ != next;
   if (persist)
-    if (Status s = save_state(cfg.state_dir, PersistedState{next}); !s) {
+    if (Status s = peers ? store_->append(*peers, next) : store_->save(PersistedState{next}); !s) {
       log->error("state: {}", s.error().message);
       return ApiFailure{500, "state_write_failed", "nothing changed: " + s.error().message, "", nullptr};
     }
-  auto r = peers ? mesh_->apply_peers(placed_locked(*desired_), *peers) : mesh_->apply(placed_locked(next));
+  std::optional<overlay::DesiredMesh> copy;
+  auto r = peers ? mesh_->apply_peers(placed_locked(*desired_, copy), *peers) : mesh_->apply(placed_locked(next, copy));
   if (!r) {
     log->error("{}: apply failed: {}", next.interface, r.error().message);
     if (persist)
-      if (Status s = save_state(cfg.state_dir, PersistedState{desired_ ? std::optional(*desired_) : std::nullopt}); !s)
+      if (Status s = store_->save(PersistedState{desired_ ? std::optional(*desired_) : std::nullopt}); !s)
         log->error("state: writing back the previous mesh after the failed apply: {}", s.error().message);
     return ApiFailure{500, "apply_failed", r.error().message, "", nullptr};
   }
@@ -546,7 +555,7 @@ ApiResult Core::delete_mesh() {
   // Forgotten first: a removal that fails half-way is retried by the
   // control plane, never undone by a refresh that recreates the interface.
   if (desired_)
-    if (Status s = save_state(cfg.state_dir, PersistedState{}); !s)
+    if (Status s = store_->save(PersistedState{}); !s)
       return ApiFailure{500, "state_write_failed", "nothing changed: " + s.error().message, "", nullptr};
   const bool had = desired_ != nullptr;
   std::optional<std::string> netns = desired_ ? netns_locked(*desired_) : std::nullopt;

@@ -151,9 +151,9 @@ class Core {
 
  private:
   std::variant<overlay::DesiredMesh, ApiFailure> admit_locked(const Config& cfg, const nlohmann::json& doc);
-  ApiResult change_locked(const Config& cfg, overlay::DesiredMesh next, const overlay::PeerChanges* peers);
+  ApiResult change_locked(overlay::DesiredMesh next, const overlay::PeerChanges* peers);
   std::optional<std::string> netns_locked(const overlay::DesiredMesh& m);
-  overlay::DesiredMesh placed_locked(const overlay::DesiredMesh& m);
+  const overlay::DesiredMesh& placed_locked(const overlay::DesiredMesh& m, std::optional<overlay::DesiredMesh>& copy);
   StatusParts parts_locked(bool live, const std::string& error);
   void publish_locked(StatusParts parts);
   void recover_locked(const Config& cfg);
@@ -166,6 +166,7 @@ class Core {
 
   // Everything below under op_mu_ (held for the length of one blocking op).
   std::mutex op_mu_;
+  std::unique_ptr<StateStore> store_;  // made by start()
   std::shared_ptr<const overlay::DesiredMesh> desired_;
   std::string inspect_text_ = "null";
   std::optional<std::string> fabric_address_;  // RoCE: the fabric netdev's address

@@ -327,15 +327,19 @@ Result<ApplyResult> apply_peers(const DesiredMesh& m, const PeerChanges& changes
     r.public_key = *pub;
     if (auto s = not_own_key(changes.peers, *pub); !s) return s.take_error();
   }
+  // Each changed peer as the mesh has it now (null: new), found in one scan
+  // of the mesh for the few keys of the change.
   std::unordered_map<Key, const DesiredPeer*, KeyHash> before;
-  before.reserve(m.peers.size());
-  for (const auto& p : m.peers) before.emplace(p.public_key, &p);
+  for (const auto& p : changes.peers) before.emplace(p.public_key, nullptr);
+  for (const auto& k : changes.remove) before.emplace(k, nullptr);
+  for (const auto& p : m.peers)
+    if (auto it = before.find(p.public_key); it != before.end()) it->second = &p;
   Device change;
   change.name = m.interface;
   for (const auto& dp : changes.peers) {
-    auto it = before.find(dp.public_key);
-    if (it != before.end() && *it->second == dp) continue;  // as it is
-    (it == before.end() ? r.peers_added : r.peers_updated)++;
+    const DesiredPeer* now = before.at(dp.public_key);
+    if (now && *now == dp) continue;  // as it is
+    (now ? r.peers_updated : r.peers_added)++;
     // Whole, whether new or replaced: the interface holds it as asked even
     // if it drifted from what this node last sent.
     Peer p;
@@ -347,7 +351,7 @@ Result<ApplyResult> apply_peers(const DesiredMesh& m, const PeerChanges& changes
     change.peers.push_back(std::move(p));
   }
   for (const auto& k : changes.remove) {
-    if (!before.count(k)) continue;
+    if (!before.at(k)) continue;
     ++r.peers_removed;
     Peer p;
     p.public_key = k;

@@ -7,6 +7,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdio>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -533,57 +534,57 @@ Parsed<PeerChanges> parse_peer_changes(const json& doc, const ParseOptions& opt)
   return r;
 }
 
-Parsed<DesiredMesh> with_changes(const DesiredMesh& m, const PeerChanges& c, const ParseOptions& opt) {
+Parsed<DesiredMesh> with_changes(const DesiredMesh& m, const PeerChanges& c, const ParseOptions&) {
   Parsed<DesiredMesh> r;
   std::unordered_map<Key, size_t, KeyHash> changed;  // key -> index in c.peers
   for (size_t i = 0; i < c.peers.size(); ++i) changed.emplace(c.peers[i].public_key, i);
   std::unordered_set<Key, KeyHash> removed(c.remove.begin(), c.remove.end());
-  // The peers that stay as they are first (they were a valid mesh), then
-  // the changed ones against them: an error names the change's field.
-  Uniqueness seen(m.address);
-  constexpr size_t kKept = static_cast<size_t>(-1);
-  std::vector<std::string> kept_names;
-  size_t unused = 0;
-  std::pair<size_t, size_t> unused_ip;
-  for (const auto& p : m.peers) {
-    if (changed.count(p.public_key) || removed.count(p.public_key)) continue;
-    seen.key(p.public_key, kKept - kept_names.size(), &unused);
-    for (size_t j = 0; j < p.allowed_ips.size(); ++j)
-      seen.ip(p.allowed_ips[j], kKept - kept_names.size(), j, &unused_ip);
-    kept_names.push_back(key_to_base64(p.public_key));
-  }
-  auto name = [&](size_t who) {
-    if (who > c.peers.size()) return "the mesh's peer " + kept_names[kKept - who];
-    return peer_path("peers", who);
+  // The changed peers' networks (checked among themselves already), then the
+  // rest of the mesh scanned once for them: the work follows the change,
+  // not the mesh, and no table of every peer is built.
+  IpPrefix self = m.address;
+  self.len = 32;
+  using Item = std::pair<size_t, size_t>;  // peers[i].allowed_ips[j] of the change
+  std::map<Item, ValidationError> errors;
+  std::unordered_map<IpPrefix, Item, PrefixHash> wanted;
+  auto field = [](Item it) {
+    return peer_path("peers", it.first) + ".allowed_ips[" + std::to_string(it.second) + "]";
   };
-  Checker ck;
-  for (size_t i = 0; i < c.peers.size(); ++i) {
-    const DesiredPeer& p = c.peers[i];
-    for (size_t j = 0; j < p.allowed_ips.size(); ++j) {
-      const std::string f = peer_path("peers", i) + ".allowed_ips[" + std::to_string(j) + "]";
-      std::pair<size_t, size_t> first;
-      switch (seen.ip(p.allowed_ips[j], i, j, &first)) {
-        case Uniqueness::Ip::Duplicate:
-          ck.fail(f, p.allowed_ips[j].str(),
-                  "duplicate: already routed to " + name(first.first) + (first.first > c.peers.size() ? "" : ".allowed_ips[" + std::to_string(first.second) + "]") +
-                      "; one node per address");
-          break;
-        case Uniqueness::Ip::CoversSelf:
-          ck.fail(f, p.allowed_ips[j].str(),
-                  "covers this node's own address " + seen.self()->str() + "; one node per address");
-          break;
-        case Uniqueness::Ip::Ok:
-          break;
+  for (size_t i = 0; i < c.peers.size(); ++i)
+    for (size_t j = 0; j < c.peers[i].allowed_ips.size(); ++j) {
+      const IpPrefix& a = c.peers[i].allowed_ips[j];
+      IpPrefix n = a.network();
+      if (n.contains(self))
+        errors.emplace(Item{i, j}, ValidationError{field({i, j}), a.str(),
+                                                   "covers this node's own address " + self.str() +
+                                                       "; one node per address"});
+      else
+        wanted.emplace(n, Item{i, j});
+    }
+  if (!wanted.empty())
+    for (const auto& p : m.peers) {
+      if (changed.count(p.public_key) || removed.count(p.public_key)) continue;
+      for (const auto& a : p.allowed_ips) {
+        auto it = wanted.find(a.network());
+        if (it == wanted.end()) continue;
+        errors.emplace(it->second,
+                       ValidationError{field(it->second), c.peers[it->second.first].allowed_ips[it->second.second].str(),
+                                       "duplicate: already routed to the mesh's peer " + key_to_base64(p.public_key) +
+                                           "; one node per address"});
       }
     }
-  }
-  (void)opt;
-  if (!ck.errors.empty()) {
-    r.errors = std::move(ck.errors);
+  if (!errors.empty()) {
+    for (auto& [item, e] : errors) r.errors.push_back(std::move(e));
     return r;
   }
-  DesiredMesh out = m;
-  out.peers.clear();
+  DesiredMesh out;
+  out.cluster_id = m.cluster_id;
+  out.interface = m.interface;
+  out.address = m.address;
+  out.listen_port = m.listen_port;
+  out.private_key_file = m.private_key_file;
+  out.mtu = m.mtu;
+  out.netns = m.netns;
   out.peers.reserve(m.peers.size() + c.peers.size());
   std::vector<bool> placed(c.peers.size());
   for (const auto& p : m.peers) {

@@ -16,6 +16,7 @@
 #include "agent/auth.hpp"
 #include "agent/core.hpp"
 #include "agent/state.hpp"
+#include "common/fs.hpp"
 #include "overlay/overlay.hpp"
 #include "probes/inspect.hpp"
 
@@ -672,6 +673,89 @@ TEST_CASE("state: round trip, a corrupt or mistyped file is moved aside", "[stat
   CHECK(parse_state("{\"version\":2}", opts()).error().message == "version is not 1");
   CHECK(parse_state("{\"version\":1,\"mesh\":[]}", opts()).error().message ==
         "mesh: the mesh document must be a mapping/object");
+}
+
+TEST_CASE("state: peer changes are journalled, replayed, folded into the snapshot, never replayed twice",
+          "[state]") {
+  TempDir d;
+  auto mesh = fa::overlay::parse_desired(json::parse(mesh_json("c-9", {peer_json(K1, "10.42.0.2/32")})));
+  REQUIRE(mesh.ok());
+  auto change = [](const std::string& body) {
+    auto c = fa::overlay::parse_peer_changes(json::parse(body));
+    REQUIRE(c.ok());
+    return *c.value;
+  };
+  StateStore st(d.path, opts());
+  REQUIRE(st.load().ok());
+  REQUIRE(st.save(PersistedState{*mesh.value}).ok());
+  fa::overlay::DesiredMesh m = *mesh.value;
+  auto step = [&](const std::string& body) {
+    auto c = change(body);
+    auto after = fa::overlay::with_changes(m, c);
+    REQUIRE(after.ok());
+    REQUIRE(st.append(c, *after.value).ok());
+    m = *after.value;
+  };
+  const std::string snapshot = fa::read_text_file(d.path + "/state.json").value();
+  step(R"({"cluster_id":"c-9","peers":[)" + peer_json(K2, "10.42.0.3/32") + "]}");
+  step(R"({"cluster_id":"c-9","peers":[)" + peer_json(K1, "10.42.0.2/32", "192.0.2.7:51820") + "]}");
+  step(R"({"cluster_id":"c-9","remove":[")" + K2 + R"("]})");
+  CHECK(fa::read_text_file(d.path + "/state.json").value() == snapshot);  // appended, not rewritten
+  auto back = load_state(d.path, opts());
+  REQUIRE(back.ok());
+  REQUIRE(back->state.mesh);
+  CHECK(*back->state.mesh == m);
+
+  // A last line cut by a crash is dropped, and the next change goes after
+  // the last whole one.
+  std::ofstream(d.path + "/state.journal", std::ios::app) << R"({"cluster_id":"c-9","peers":[{"public_k)";
+  StateStore again(d.path, opts());
+  auto cut = again.load();
+  REQUIRE(cut.ok());
+  CHECK(cut->moved_aside.empty());
+  CHECK(*cut->state.mesh == m);
+  st = std::move(again);
+  step(R"({"cluster_id":"c-9","peers":[)" + peer_json(K3, "10.42.0.4/32") + "]}");
+  back = load_state(d.path, opts());
+  REQUIRE(back.ok());
+  CHECK(back->moved_aside.empty());
+  CHECK(*back->state.mesh == m);
+
+  // Folded into a new snapshot once it outgrows it: then no longer replayed.
+  for (int i = 0; i < 400; ++i)
+    step(R"({"cluster_id":"c-9","peers":[)" +
+         peer_json(K4, "10.42.0.5/32", "192.0.2." + std::to_string(i % 200 + 1) + ":51820") + "]}");
+  CHECK(fa::read_text_file(d.path + "/state.json").value() != snapshot);
+  CHECK(fs::file_size(d.path + "/state.journal") < 70 * 1024);
+  back = load_state(d.path, opts());
+  REQUIRE(back.ok());
+  CHECK(*back->state.mesh == m);
+
+  // A journal left from an older snapshot (a crash between the new
+  // state.json and the journal's removal) is ignored and removed.
+  const std::string journal = fa::read_text_file(d.path + "/state.journal").value_or("");
+  REQUIRE(st.save(PersistedState{m}).ok());
+  std::ofstream(d.path + "/state.journal") << journal << "\n";
+  back = load_state(d.path, opts());
+  REQUIRE(back.ok());
+  CHECK(*back->state.mesh == m);
+  CHECK_FALSE(fs::exists(d.path + "/state.journal"));
+
+  // A damaged line in the middle: the state is unusable, both files go aside.
+  REQUIRE(StateStore(d.path, opts()).load().ok());
+  StateStore last(d.path, opts());
+  REQUIRE(last.load().ok());
+  st = std::move(last);
+  step(R"({"cluster_id":"c-9","remove":[")" + K4 + R"("]})");
+  step(R"({"cluster_id":"c-9","remove":[")" + K3 + R"("]})");
+  std::string text = fa::read_text_file(d.path + "/state.journal").value();
+  text[text.find("remove") + 2] = '#';
+  std::ofstream(d.path + "/state.journal") << text << "\n";
+  auto bad = load_state(d.path, opts());
+  REQUIRE(bad.ok());
+  CHECK_FALSE(bad->state.mesh);
+  CHECK_FALSE(bad->moved_aside.empty());
+  CHECK_FALSE(fs::exists(d.path + "/state.journal"));
 }
 
 TEST_CASE("token: created 0600, group-readable refused, constant-time compare by value", "[auth]") {
