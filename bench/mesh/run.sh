@@ -39,8 +39,7 @@
 # Every process time is taken by a shell inside the namespace (timed_a).
 # EMPTY=own (default): before each timed full-set push the interface is
 # emptied by the same tool's own apply; EMPTY=wg: by `wg setconf` of no
-# peers for both tools, as lab-ab.sh does (the same state-producing command
-# before either side; session 19 found no difference, docs/overlay.md).
+# peers for both tools (the same state-producing command before either side).
 set -euo pipefail
 
 # gen_peers, mesh_json
@@ -130,10 +129,7 @@ trap cleanup EXIT
 COPIES=${COPIES:-1}
 AGENTS=()
 WGS=()
-# The copies of a static front find the whole agent it runs as a front
-# installed in bin/ does (docs/packaging.md, "Two executables").
 mkdir -p "$DIR/bin"
-[ ! -d "$(dirname "$AGENT")/../libexec" ] || ln -s "$(dirname "$AGENT")/../libexec" "$DIR/libexec"
 for ((c = 1; c <= COPIES; c++)); do
   if ((COPIES == 1)); then
     AGENTS+=("$AGENT")
