@@ -3,7 +3,6 @@
 // overlay/: thin adapters, no logic of their own beyond the agent's key file.
 #include <sys/stat.h>
 
-#include <mutex>
 #include <optional>
 
 #include "agent/seams.hpp"
@@ -165,25 +164,5 @@ class OverlayMesh final : public MeshOps {
 }  // namespace
 
 std::unique_ptr<MeshOps> make_mesh_ops(const Config& cfg) { return std::make_unique<OverlayMesh>(cfg); }
-
-void use_child_for_public_keys() {
-  // One node key, derived again on every apply: remember the last pair.
-  struct Memo {
-    std::mutex mu;
-    std::optional<overlay::Key> priv, pub;
-  };
-  static Memo memo;
-  overlay::set_public_key_deriver([](const overlay::Key& priv) -> Result<overlay::Key> {
-    std::lock_guard<std::mutex> lock(memo.mu);
-    if (memo.priv && secure_equal(memo.priv->data(), priv.data(), priv.size())) return *memo.pub;
-    // /proc/self/exe: this very binary, even if the package replaced the file.
-    auto pub = overlay::public_key_in_child("/proc/self/exe", priv);
-    if (!pub) return pub;
-    if (memo.priv) overlay::wipe(*memo.priv);
-    memo.priv = priv;
-    memo.pub = *pub;
-    return pub;
-  });
-}
 
 }  // namespace fa::agent

@@ -83,7 +83,6 @@ int cmd_run(const std::vector<std::string>& argv) {
   else
     log->info("bearer token read from {}", cfg->effective_token_file());
 
-  use_child_for_public_keys();
   // Declared before the io_context and the worker: the handlers still
   // pending when the loop stops (a long-poll's session) unsubscribe from
   // core as the io_context destroys them.

@@ -81,10 +81,5 @@ class MeshOps {
 // accepts nullptr for either and then answers 503 for what needs it.
 std::unique_ptr<Discovery> make_discovery(const Config& cfg);
 std::unique_ptr<MeshOps> make_mesh_ops(const Config& cfg);
-// The daemon derives X25519 public keys in a short-lived child
-// (`fabric-agent mesh pubkey`), remembering the last pair: libcrypto is then
-// never loaded into it unless TLS is configured (docs/operator.md,
-// "Footprint").
-void use_child_for_public_keys();
 
 }  // namespace fa::agent

@@ -61,16 +61,6 @@ std::unique_ptr<WgBackend> make_backend(Backend b, const std::string& uapi_dir, 
   return make_userspace_backend(uapi_dir, std::move(conn), ifname, get_sent);
 }
 
-// The node's public key when the backend does not report it (wireguard-go):
-// the one remembered in the keyring for this interface and private key, or
-// X25519 once, remembered for the next process.
-Result<Key> public_key_via_keyring(const std::string& ifname, const Key& private_key) {
-  if (auto pub = keyring_public_key(ifname, private_key)) return *pub;
-  auto pub = public_key_of(private_key);
-  if (pub) keyring_remember(ifname, private_key, *pub);
-  return pub;
-}
-
 bool same_addr(const IpPrefix& a, const IpPrefix& b) {
   return a.family == b.family && a.addr == b.addr && a.len == b.len;
 }
@@ -312,8 +302,7 @@ Result<json> apply(const DesiredMesh& m, const ApplyOptions& opt) {
   std::optional<Key> pub;
   if (!key_changes && cur->public_key) pub = cur->public_key;  // the kernel reports it
   if (!pub && (key_changes || new_peer || opt.report)) {
-    auto derived = chosen == Backend::Userspace ? public_key_via_keyring(ifname, *want.private_key)
-                                                : public_key_of(*want.private_key);
+    auto derived = public_key_of(*want.private_key);
     if (!derived) return derived.take_error();
     pub = *derived;
   }
@@ -484,7 +473,7 @@ Result<json> show(const std::string& ifname, const ShowOptions& opt) {
   auto d = be->get_device(ifname);
   if (!d) return Error{ifname + ": read device: " + d.error().message, d.error().sys_errno};
   if (d->private_key && !d->public_key)
-    if (auto pub = public_key_via_keyring(ifname, *d->private_key)) d->public_key = *pub;
+    if (auto pub = public_key_of(*d->private_key)) d->public_key = *pub;
   if (d->private_key) wipe(*d->private_key);
   return show_doc(ifname, loc->backend, *d, loc->link);
 }
@@ -503,7 +492,6 @@ Status down(const std::string& ifname, const DownOptions& opt) {
     if (!g) return g.take_error();
     guard = std::move(*g);
   }
-  keyring_forget(ifname);
   auto li = rtnl_get_link(ifname, LinkAddrs::No);  // only its kind matters here
   if (!li) return li.take_error();
   if (!*li) return {};

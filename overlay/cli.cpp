@@ -5,16 +5,13 @@
 
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
 #include "common/cli.hpp"
 #include "common/fs.hpp"
 #include "common/log.hpp"
-#include "common/secure.hpp"
 #include "overlay/overlay.hpp"
 
 namespace fa::overlay {
@@ -25,8 +22,7 @@ int usage(FILE* out) {
   std::fprintf(out,
                "usage: fabric-agent mesh apply --file FILE [--backend auto|kernel|userspace] [--json]\n"
                "       fabric-agent mesh show [--interface IF] [--netns NS] [--json]\n"
-               "       fabric-agent mesh down [--interface IF] [--netns NS]\n"
-               "       fabric-agent mesh pubkey < PRIVATE_KEY_FILE\n");
+               "       fabric-agent mesh down [--interface IF] [--netns NS]\n");
   return out == stdout ? 0 : 2;
 }
 
@@ -84,10 +80,6 @@ int do_apply(const std::vector<std::string>& argv) {
   // The clock is read for the debug line only when it is written.
   const bool debug = fa::log_enabled(spdlog::level::debug);
   const auto t0 = debug ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  // X25519, when the change needs it at all (docs/overlay.md, "Public key"),
-  // runs inline: a helper thread started for it cost more than it hid here
-  // (its core first has to wake up, and libcrypto's dlopen slows the parse).
-  crypto_minimal_init();
   ParseResult parsed;
   EarlyGet early;
   {  // the file's text lives only while it is parsed: the apply reuses its memory
@@ -199,45 +191,6 @@ int do_down(const std::vector<std::string>& argv) {
   return 0;
 }
 
-// As `wg pubkey`: a base64 private key on stdin, its public key on stdout.
-// The daemon runs it to keep libcrypto out of its own address space.
-int do_pubkey(const std::vector<std::string>& argv) {
-  if (!argv.empty()) {
-    std::fprintf(stderr, "fabric-agent mesh pubkey: takes no arguments (reads the private key on stdin)\n");
-    return 2;
-  }
-  // read(2) on fd 0, not a path: stdin may be a socket (the daemon's).
-  char buf[128];
-  size_t len = 0;
-  for (;;) {
-    ssize_t n = ::read(0, buf + len, sizeof buf - len);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      std::fprintf(stderr, "fabric-agent mesh pubkey: stdin: %s\n", std::strerror(errno));
-      return 1;
-    }
-    if (n == 0 || (len += static_cast<size_t>(n)) == sizeof buf) break;
-  }
-  std::string_view text(buf, len);
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
-    text.remove_suffix(1);
-  auto k = key_from_base64(text);
-  secure_wipe(buf, sizeof buf);
-  if (!k) {
-    std::fprintf(stderr, "fabric-agent mesh pubkey: stdin: %s\n", k.error().message.c_str());
-    return 2;
-  }
-  crypto_minimal_init();
-  auto pub = public_key_derive(*k);
-  wipe(*k);
-  if (!pub) {
-    std::fprintf(stderr, "fabric-agent mesh pubkey: %s\n", pub.error().message.c_str());
-    return 1;
-  }
-  std::printf("%s\n", key_to_base64(*pub).c_str());
-  return 0;
-}
-
 }  // namespace
 
 int cmd_mesh(const std::vector<std::string>& args) {
@@ -246,9 +199,8 @@ int cmd_mesh(const std::vector<std::string>& args) {
   if (args[0] == "apply") return do_apply(rest);
   if (args[0] == "show") return do_show(rest);
   if (args[0] == "down") return do_down(rest);
-  if (args[0] == "pubkey") return do_pubkey(rest);
   if (args[0] == "-h" || args[0] == "--help" || args[0] == "help") return usage(stdout);
-  std::fprintf(stderr, "fabric-agent mesh: unknown action '%s' (accepted: apply, show, down, pubkey)\n",
+  std::fprintf(stderr, "fabric-agent mesh: unknown action '%s' (accepted: apply, show, down)\n",
                args[0].c_str());
   return 2;
 }
