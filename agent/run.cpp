@@ -5,6 +5,7 @@
 // running (a restart must be invisible to the job using it); SIGHUP reloads
 // the config and keeps the running one when the new one is bad.
 #include <sys/stat.h>
+#include <systemd/sd-daemon.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -17,7 +18,6 @@
 #include "agent/cli.hpp"
 #include "agent/core.hpp"
 #include "agent/netlink_watch.hpp"
-#include "agent/sd_notify.hpp"
 #include "agent/server.hpp"
 #include "common/cli.hpp"
 #include "common/config.hpp"
@@ -176,11 +176,11 @@ int cmd_run(const std::vector<std::string>& argv) {
     wd_timer.expires_after(std::chrono::microseconds(wd_usec / 2));
     wd_timer.async_wait([&](boost::system::error_code ec) {
       if (ec) return;
-      sd::notify("WATCHDOG=1");
+      sd_notify(0, "WATCHDOG=1");
       arm_watchdog();
     });
   };
-  if (sd::watchdog_enabled(&wd_usec) > 0 && wd_usec > 0) {
+  if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0) {
     log->info("systemd watchdog every {} ms (pinging at half)", wd_usec / 1000);
     arm_watchdog();
   }
@@ -190,7 +190,7 @@ int cmd_run(const std::vector<std::string>& argv) {
     signals.async_wait([&](boost::system::error_code ec, int sig) {
       if (ec) return;
       if (sig == SIGHUP) {
-        sd::notify("RELOADING=1");
+        sd_notify(0, "RELOADING=1");
         auto next = load_config(config_path);
         if (!next) {
           log->error("reload failed, keeping the running config: {}", next.error().message);
@@ -213,12 +213,12 @@ int cmd_run(const std::vector<std::string>& argv) {
             log->info("reloaded config from {}", next->source);
           }
         }
-        sd::notify("READY=1");
+        sd_notify(0, "READY=1");
         on_signal();
         return;
       }
       log->info("{}: stopping; the mesh stays up", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-      sd::notify("STOPPING=1");
+      sd_notify(0, "STOPPING=1");
       server.stop();
       refresh_timer.cancel();
       wd_timer.cancel();
@@ -228,8 +228,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   };
   on_signal();
 
-  if (int r = sd::notify("READY=1\nSTATUS=serving"); r == -ELIBACC)
-    log->error("systemd expects a readiness notification but libsystemd could not be loaded: {}", sd::load_error());
+  sd_notify(0, "READY=1\nSTATUS=serving");
   log->info("ready (generation {})", core.snapshot()->generation);
   ioc.run();
   worker.join();

@@ -37,14 +37,6 @@ struct KeyHash {
 // X25519(scalar, u) as in RFC 7748 section 5, through OpenSSL.
 Result<Key> x25519(const Key& scalar, const Key& u);
 
-// The public key of a wireguard-go interface, remembered in root's user
-// keyring (keyring.cpp): for the interface of that name in the calling
-// thread's network namespace, and only if its private key is `private_key`.
-// Misses quietly when keyrings are unavailable.
-std::optional<Key> keyring_public_key(const std::string& ifname, const Key& private_key);
-void keyring_remember(const std::string& ifname, const Key& private_key, const Key& public_key);
-void keyring_forget(const std::string& ifname);
-
 // ------------------------------------------------- UAPI text protocol ---
 // https://www.wireguard.com/xplatform/ - "set=1" / "get=1" requests, key=value
 // lines, blank line ends a message, replies end with "errno=N".

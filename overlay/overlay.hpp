@@ -40,43 +40,12 @@ Result<Key> key_from_base64(std::string_view s);
 Result<Key> key_from_file_text(std::string& text);
 // Lower-case hex (64 chars), the UAPI wire form.
 std::string key_to_hex(const Key& k);
-void append_key_hex(std::string& out, const Key& k);  // key_to_hex appended, without a temporary
-void append_public_key_hex(std::string& out, const Key& k);  // the same by table: public keys only
 Result<Key> key_from_hex(std::string_view s);
-// The same two decoders for public keys only: a table lookup per character,
-// ~10x fewer instructions (a 250-peer document and the device's 250-peer
-// reply are decoded on every apply). The constant-time ones above are for
-// anything that may hold a private key. Same results, same error messages.
-Result<Key> public_key_from_base64(std::string_view s);
-Result<Key> public_key_from_hex(std::string_view s);
 
 // 32 random bytes from getrandom(2), clamped as wg genkey does.
 Result<Key> generate_private_key();
-// X25519 public key of a private key: through the deriver installed with
-// set_public_key_deriver() if there is one, else public_key_derive().
+// X25519 public key of a private key (OpenSSL's EVP interface).
 Result<Key> public_key_of(const Key& private_key);
-// This executable's own X25519, chosen by what it links (a link seam, so
-// that the static front has no OpenSSL in it at all): the whole agent and
-// the tests link fa_overlay_openssl (public_key_in_process), the front
-// (agent/CMakeLists.txt) fa_overlay_child (public_key_in_child of the whole
-// agent, common/child.hpp).
-Result<Key> public_key_derive(const Key& private_key);
-// X25519 through OpenSSL EVP in this process (loads libcrypto on first use;
-// fa_overlay_openssl only).
-Result<Key> public_key_in_process(const Key& private_key);
-// X25519 in a short-lived `<exe> mesh pubkey` child: the private key (base64)
-// on its stdin, the public key on its stdout.
-Result<Key> public_key_in_child(const std::string& exe, const Key& private_key);
-// A long-running process (the daemon) may derive elsewhere: it installs a
-// function that runs `fabric-agent mesh pubkey` in a short-lived child, so
-// that libcrypto's pages never become part of its own footprint.
-using PublicKeyDeriver = std::function<Result<Key>(const Key&)>;
-void set_public_key_deriver(PublicKeyDeriver d);
-// For a short-lived process (`mesh apply`, `mesh pubkey`): its first
-// X25519, if it needs one, initialises only the parts of OpenSSL X25519 uses
-// (nothing in the front). Never call it in a process that needs openssl.cnf
-// or OpenSSL's legacy cipher/digest names (TLS in the daemon, `cluster form`).
-void crypto_minimal_init();
 // Overwrites key material in a way the compiler does not elide.
 void wipe(Key& k);
 

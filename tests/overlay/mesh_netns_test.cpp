@@ -429,6 +429,32 @@ TEST_CASE("a peer with the node's own public key is refused, in both output mode
   CHECK_THAT(o.out, Catch::Contains("; peers +0 -0 ~1; "));
 }
 
+TEST_CASE("a private key changed behind the agent's back: the own-key check and show use the new one",
+          "[netns]") {
+  Mesh m(2);
+  for (size_t i = 0; i < 2; ++i) m.pub[i] = m.apply(i, m.doc(i, false))["public_key"].get<std::string>();
+  std::string f = m.dir + "/k.json", err = m.dir + "/k.err";
+  REQUIRE(run("wg genkey >" + m.dir + "/k2 && ip netns exec " + m.ns[0] + " wg set " + m.ifn[0] +
+              " private-key " + m.dir + "/k2")
+              .rc == 0);
+  std::string new_pub =
+      run("ip netns exec " + m.ns[0] + " wg show " + m.ifn[0] + " public-key | tr -d '\\n'").out;
+  REQUIRE(new_pub != m.pub[0]);
+  json d = m.doc(0, true);
+  d["peers"].push_back(
+      {{"public_key", new_pub}, {"endpoint", "192.168.77.9:51820"}, {"allowed_ips", {"10.42.0.9/32"}}});
+  write_file(f, d.dump());
+  auto o = run("ip netns exec " + m.ns[0] + " " + agent() + " mesh apply --backend userspace --file " + f + " 2>" +
+               err);
+  INFO(read_file(err));
+  CHECK(o.rc == 1);
+  CHECK_THAT(read_file(err),
+             Catch::Contains("peers[1].public_key: `" + new_pub + "': this is the node's own"));
+  auto shown = run("ip netns exec " + m.ns[0] + " " + agent() + " mesh show --json --interface " + m.ifn[0]);
+  REQUIRE(shown.rc == 0);
+  CHECK(json::parse(shown.out)["public_key"] == new_pub);
+}
+
 TEST_CASE("wireguard-go outlives a SIGKILLed agent process group, and mesh down stops it", "[netns]") {
   Mesh m(1);
   std::string f = m.dir + "/n0.json";
