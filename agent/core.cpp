@@ -573,6 +573,9 @@ ApiResult Core::delete_mesh() {
 }
 
 json Core::pods() const {
+  // Live from pods/ (which never makes a reader wait for a registration in
+  // progress); the generation's copy without it.
+  if (pods_.list) return pods_.list();
   auto s = snapshot();
   json l = json::parse(s->parts.pods, nullptr, false);
   return json{{"pods", l.is_array() ? l : json::array()}};

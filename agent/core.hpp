@@ -121,7 +121,7 @@ class Core {
   ApiResult put_mesh(const nlohmann::json& doc);    // the whole desired mesh
   ApiResult patch_mesh(const nlohmann::json& doc);  // some peers of the running mesh
   ApiResult delete_mesh();
-  // {"pods": [...]} as of the current generation.
+  // {"pods": [...]}: the registrations as of their last change.
   nlohmann::json pods() const;
 
   // Pods: hooks are set once, after start(); the next refresh() uses them.

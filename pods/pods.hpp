@@ -231,7 +231,8 @@ struct ServiceDeps {
 // Error codes: bad_request, refused (the pod may not have the fabric), failed.
 class PodService {
  public:
-  PodService(PodRegistry reg, ServiceDeps deps) : reg_(std::move(reg)), deps_(std::move(deps)) {}
+  PodService(PodRegistry reg, ServiceDeps deps)
+      : reg_(std::move(reg)), deps_(std::move(deps)), listed_(reg_.pods()) {}
   nlohmann::json handle(const nlohmann::json& req);
   // GET /v1/pods body: {"pods":[ {..., "alive":bool} ]}
   nlohmann::json list();
@@ -250,9 +251,12 @@ class PodService {
   nlohmann::json do_register(const nlohmann::json& req);
   nlohmann::json do_unregister(const nlohmann::json& req);
   void reap_locked();
+  void changed_locked();  // after each change of reg_: publish it for list(), tell the daemon
   std::mutex mu_;
   PodRegistry reg_;
   ServiceDeps deps_;
+  std::mutex listed_mu_;
+  std::vector<PodRecord> listed_;  // what list() reads, under listed_mu_
 };
 
 // The real mover: overlay::apply with netns = the pod's, rtnetlink to move

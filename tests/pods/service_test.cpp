@@ -7,6 +7,10 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+
+#include <chrono>
+#include <future>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -26,7 +30,9 @@ namespace {
 struct RecordingMover : WgMover {
   std::vector<std::string> calls;
   bool fail_take = false;
+  std::chrono::milliseconds take_time{0};  // how long moving the interface takes
   fa::Status take(const PodRecord& p, const json&) override {
+    std::this_thread::sleep_for(take_time);
     calls.push_back("take " + p.id);
     if (fail_take) return fa::Error{"netlink said no", EPERM};
     return {};
@@ -141,6 +147,23 @@ TEST_CASE("service: register moves wg0 and persists, a second pod is refused and
 
   // Now b may have it.
   CHECK(f.svc->handle(reg("b", b.pid))["ok"] == true);
+}
+
+TEST_CASE("service: listing the pods never waits for a registration in progress") {
+  // GET /v1/pods runs on the daemon's I/O thread: a registration that holds
+  // the service while it moves the interface must not hold the reader too.
+  Fixture f;
+  Child a;
+  f.mover.take_time = std::chrono::milliseconds(1500);
+  auto registering = std::async(std::launch::async, [&] { return f.svc->handle(reg("a", a.pid)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // inside take()
+  const auto t0 = std::chrono::steady_clock::now();
+  json during = f.svc->list();
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  CHECK(waited < std::chrono::milliseconds(500));
+  CHECK(during["pods"].empty());  // not registered yet
+  REQUIRE(registering.get()["ok"] == true);
+  CHECK(f.svc->list()["pods"].size() == 1);
 }
 
 TEST_CASE("service: a dead pod without poststop is reaped and no longer blocks") {
