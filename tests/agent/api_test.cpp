@@ -195,11 +195,14 @@ TEST_CASE("healthz needs no token, everything else does", "[api]") {
   }
 }
 
-TEST_CASE("auth: wrong token 403, wrong scheme or header 401, client cert accepted", "[api]") {
+TEST_CASE("auth: wrong token 401 invalid_token, wrong scheme or header 401, client cert accepted", "[api]") {
   Fixture f;
   auto r = f.req(http::verb::get, "/v1/status", "", false);
   r.set(http::field::authorization, "Bearer s3cre");
-  CHECK(f.respond(r).result_int() == 403);
+  Response wrong = f.respond(r);
+  CHECK(wrong.result_int() == 401);
+  CHECK(error_of(wrong)["code"] == "invalid_token");
+  CHECK(wrong[http::field::www_authenticate] == "Bearer realm=\"fabric-agent\", error=\"invalid_token\"");
   r.set(http::field::authorization, "Bearer s3cret ");  // trailing space tolerated, same token
   CHECK(f.respond(r).result_int() == 200);
   r.set(http::field::authorization, "bearer s3cret");  // scheme is case-insensitive
@@ -603,6 +606,35 @@ TEST_CASE("mesh operations never interleave", "[api]") {
   for (auto& t : ts) t.join();
   CHECK(ok == 40);
   CHECK(*f.mesh->overlaps == 0);
+}
+
+TEST_CASE("bytes that are not UTF-8 in a path, a query or a Content-Type are echoed replaced, not fatal", "[api]") {
+  // Each of these threw from dump() on the I/O thread and ended the daemon.
+  Fixture f;
+  Response path = f.respond(f.req(http::verb::get, "/v1/st\xffus"));
+  CHECK(path.result_int() == 404);
+  CHECK(json::parse(path.body())["error"]["message"] == "no such endpoint: /v1/st\xef\xbf\xbdus");
+  CHECK(f.respond(f.req(http::verb::get, "/v1/status?\xfe=1")).result_int() == 400);
+  CHECK(f.respond(f.req(http::verb::get, "/v1/status?wait=\xfe")).result_int() == 400);
+  auto ct = f.req(http::verb::put, "/v1/mesh", "{}");
+  ct.set(http::field::content_type, "application/\xc3");
+  CHECK(f.respond(ct).result_int() == 415);
+  // A field's value in a 422 too.
+  Response value = f.respond(f.req(http::verb::put, "/v1/mesh", "{\"cluster_id\":[\"\\udcff\"],\"x\":1}"));
+  CHECK(value.result_int() >= 400);
+}
+
+TEST_CASE("media types are case-insensitive and take parameters", "[api]") {
+  Fixture f;
+  for (const char* type : {"APPLICATION/JSON", "Application/Json; charset=utf-8", " application/json ;charset=UTF-8"}) {
+    INFO(type);
+    auto r = f.req(http::verb::put, "/v1/mesh", mesh_json("c-1", {}));
+    r.set(http::field::content_type, type);
+    CHECK(f.respond(r).result_int() == 200);
+  }
+  auto r = f.req(http::verb::put, "/v1/mesh", mesh_json("c-1", {}));
+  r.set(http::field::content_type, "application/jsonx");
+  CHECK(f.respond(r).result_int() == 415);
 }
 
 TEST_CASE("other errors: 404, 405 with Allow, 503 without a module", "[api]") {

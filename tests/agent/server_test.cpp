@@ -68,7 +68,7 @@ TEST_CASE("server: auth with curl: none, wrong, wrong header, right", "[server]"
     return sh("curl -s -o /dev/null -w '%{http_code}' " + args + " " + u + "/v1/status");
   };
   CHECK(curl("") == "401");
-  CHECK(curl("-H 'Authorization: Bearer nope'") == "403");
+  CHECK(curl("-H 'Authorization: Bearer nope'") == "401");
   CHECK(curl("-H 'X-Auth-Token: " + a.token() + "'") == "401");
   CHECK(curl("-H 'Authorization: " + a.token() + "'") == "401");
   CHECK(curl("-H 'Authorization: Bearer " + a.token() + "'") == "200");
