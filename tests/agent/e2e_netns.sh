@@ -169,7 +169,7 @@ f2=$(fds)
 echo "422 on peers[1].endpoint; endpoints unchanged; wireguard-go fds $f0 -> $f2"
 
 # A body nested 150000 levels deep (~0.3 MB): refused whole, and the daemon
-# lives on (until session 7 it died with SIGSEGV echoing the value).
+# lives on (a recursive reader would overflow its stack echoing the value).
 say "a PUT nested 150000 levels deep is refused (400); the daemon still answers"
 python3 -c 'import sys; n = 150000; sys.stdout.write("{\"cluster_id\":\"c\",\"peers\":{\"a\":" + "[" * n + "]" * n + "}}")' \
   > "$WORK/deep.json"
