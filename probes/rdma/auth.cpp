@@ -5,6 +5,8 @@
 #include <openssl/hmac.h>
 
 #include <algorithm>
+#include <iterator>
+#include <variant>
 
 #include "common/secure.hpp"
 
@@ -61,6 +63,7 @@ Outcome<Record> expect_line(std::string_view line, const char* wanted) {
 
 Fault wrong_kind(const Record& r, const char* wanted) {
   static constexpr const char* kKinds[] = {"ep", "lat", "done", "err", "hello", "challenge", "auth", "plan"};
+  static_assert(std::size(kKinds) == std::variant_size_v<Record>, "one name per record kind, in variant order");
   return Fault{Reason::kAuthFailed,
                std::string("handshake: expected ") + wanted + ", got '" + kKinds[r.index()] + "'"};
 }
