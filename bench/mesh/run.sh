@@ -44,7 +44,7 @@ if [ "${1:-}" = --lab ]; then
 # bench/mesh/run.sh --lab: the same benchmark against kernel WireGuard.
 . /lab/lib.sh
 BACKEND=kernel KEYS=/lab/files/keys RUNS=$RUNS SIZES="$SIZES" FULL_RUNS=$FULL_RUNS FULL_PEERS=$FULL_PEERS \\
-  bash /lab/files/run.sh /lab/bin/fabric-agent
+  bash /lab/files/run.sh /usr/bin/fabric-agent
 EOF
   exec "$SRC/tests/lab/run" --binary "$AGENT" --timeout 3600 --file "$WORK/run.sh" --file "$WORK/keys" "$WORK/scenario.sh"
 fi
@@ -121,15 +121,16 @@ for i in 1 2; do
   in_ns "$i" wg set "wg$T$i" peer "$DPUB" endpoint 192.168.90.1:51820 allowed-ips 10.64.0.1/32 persistent-keepalive 25
 done
 
-# peers N: the daemon's N peers as JSON list items; the first two live, the
-# others at 10.64.x.y (from .5 on) behind endpoints 192.0.x.y.
+# peer_lines N: the daemon's N peers, "KEY ENDPOINT PREFIX" each; the first
+# two live, the others at 10.64.x.y (from .5 on) behind endpoints 192.0.x.y.
+peer_lines() {
+  echo "${PUB[1]} 192.168.90.2:51820 10.64.0.2/32"
+  echo "${PUB[2]} 192.168.90.3:51820 10.64.0.3/32"
+  head -n $(($1 - 2)) "$KEYS" | awk '{k = NR + 3; printf "%s 192.0.%d.%d:51820 10.64.%d.%d/32\n", $1, int(k / 250), k % 250 + 1, int(k / 250), k % 250 + 1}'
+}
+# peers N: the same as JSON list items.
 peers() {
-  local n=$1
-  {
-    echo "${PUB[1]} 192.168.90.2:51820 10.64.0.2/32"
-    echo "${PUB[2]} 192.168.90.3:51820 10.64.0.3/32"
-    head -n $((n - 2)) "$KEYS" | awk '{k = NR + 3; printf "%s 192.0.%d.%d:51820 10.64.%d.%d/32\n", $1, int(k / 250), k % 250 + 1, int(k / 250), k % 250 + 1}'
-  } | awk '{printf "%s{\"public_key\":\"%s\",\"endpoint\":\"%s\",\"allowed_ips\":[\"%s\"]}", (NR > 1 ? "," : ""), $1, $2, $3}'
+  peer_lines "$1" | awk '{printf "%s{\"public_key\":\"%s\",\"endpoint\":\"%s\",\"allowed_ips\":[\"%s\"]}", (NR > 1 ? "," : ""), $1, $2, $3}'
 }
 mesh() { printf '{"cluster_id":"bench","address":"10.64.0.1/16","peers":[%s]}' "$1"; }
 
@@ -205,9 +206,7 @@ mesh "$list" >"$WORK/full.json"
 mesh "" >"$WORK/empty.json"
 {
   printf '[Interface]\nPrivateKey = %s\nListenPort = 51820\n' "$(cat "$WORK/state/wg.key")"
-  echo "[$list]" | python3 -c 'import json,sys
-for p in json.load(sys.stdin):
-    print("[Peer]\nPublicKey = %s\nEndpoint = %s\nAllowedIPs = %s" % (p["public_key"], p["endpoint"], p["allowed_ips"][0]))'
+  peer_lines "$FULL_PEERS" | awk '{ printf "[Peer]\nPublicKey = %s\nEndpoint = %s\nAllowedIPs = %s\n", $1, $2, $3 }'
 } >"$WORK/full.conf"
 printf '[Interface]\nPrivateKey = %s\nListenPort = 51820\n' "$(cat "$WORK/state/wg.key")" >"$WORK/empty.conf"
 chmod 600 "$WORK"/*.conf
