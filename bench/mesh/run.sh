@@ -109,11 +109,12 @@ refresh_interval: 3600
 overlay: {backend: $BACKEND, interface: $IF, cidr: 10.64.0.0/16}
 pods: {socket: $WORK/pods.sock, cdi_dir: ""}
 EOF
-in_ns 0 "$AGENT" run --config "$WORK/agent.yaml" >"$WORK/agent.log" 2>&1 &
+# Not through in_ns (a function: its background job would be a subshell):
+# `ip netns exec` execs the agent, so $! is the daemon itself.
+ip netns exec "${NS[0]}" "$AGENT" run --config "$WORK/agent.yaml" >"$WORK/agent.log" 2>&1 &
 DAEMON=$!
 for _ in $(seq 100); do grep -q "ready (generation" "$WORK/agent.log" && break; sleep 0.1; done
 grep -q "ready (generation" "$WORK/agent.log" || { cat "$WORK/agent.log" >&2; exit 1; }
-DPID=$(pgrep -f "run --config $WORK/agent.yaml" | head -n 1)
 TOKEN=$(cat "$WORK/state/token")
 DPUB=$(in_ns 0 curl -s -H "Authorization: Bearer $TOKEN" http://127.0.0.1:7471/v1/status |
   sed -n 's/.*"public_key":"\([^"]*\)","state".*/\1/p')
@@ -154,7 +155,7 @@ wall() {
 stats() { sort -n "$1" | awk '{ v[NR] = $1 } END { i50 = int((NR + 1) / 2); i95 = int(NR * 0.95 + 0.999); if (i95 < 1) i95 = 1; printf "%.2f %.2f\n", v[i50], v[i95] }'; }
 # cpu_ns: the daemon's CPU time so far (all its threads), in ns: under a
 # loaded host a steadier measure of its own work than the wall clock.
-cpu_ns() { cat /proc/"$DPID"/task/*/schedstat | awk '{ s += $1 } END { print s }'; }
+cpu_ns() { cat /proc/"$DAEMON"/task/*/schedstat | awk '{ s += $1 } END { print s }'; }
 handshakes() { in_ns 0 wg show "$IF" latest-handshakes | awk -v a="${PUB[1]}" -v b="${PUB[2]}" '$1 == a || $1 == b { print $2 }' | sort | tr '\n' ' '; }
 live() { in_ns 0 ping -c 2 -i 0.2 -W 2 -q 10.64.0.2 >/dev/null && in_ns 0 ping -c 2 -i 0.2 -W 2 -q 10.64.0.3 >/dev/null; }
 
