@@ -229,7 +229,11 @@ last=${SIZES##* }
 verdict() { if [ "$1" = 1 ]; then echo met; else echo "NOT met"; fi; }
 echo
 if [ -n "${P50[1000]:-}" ]; then
-  echo "one-peer change at 1000 peers: p50 ${P50[1000]} ms (target < 5 ms): $(verdict "$(awk -v a="${P50[1000]}" 'BEGIN { print (a < 5) }')")"
+  if [ "$BACKEND" = userspace ]; then
+    echo "one-peer change at 1000 peers: p50 ${P50[1000]} ms (target < 5 ms): $(verdict "$(awk -v a="${P50[1000]}" 'BEGIN { print (a < 5) }')")"
+  else
+    echo "one-peer change at 1000 peers: p50 ${P50[1000]} ms (the absolute target is for wireguard-go on the host; the lab's CPU is emulated)"
+  fi
 fi
 awk -v a="${P50[$last]}" -v b="${P50[$first]}" -v n="$last" -v m="$first" \
   'BEGIN { printf "one-peer change at %s peers / at %s: %.2f (target <= 2): ", n, m, a / b }'
