@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <thread>
 #include <unordered_map>
 
 #include "common/fault.hpp"
@@ -58,9 +59,15 @@ Result<Backend> detect_backend(const LinkInfo& li, const std::string& ifname, co
     reason = "existing kernel wireguard interface adopted";
     return Backend::Kernel;
   }
-  if (auto srv = uapi_server_pid(uapi_dir, ifname)) {
-    reason = "existing interface served by wireguard-go (pid " + std::to_string(*srv) + ") adopted";
-    return Backend::Userspace;
+  // A tun whose wireguard-go is still starting (it makes the tun, then its
+  // socket) is given a moment: a daemon killed while it started one finds
+  // that one again after a restart.
+  for (int i = 0; i < (li.kind == "tun" ? 40 : 1); ++i) {
+    if (auto srv = uapi_server_pid(uapi_dir, ifname)) {
+      reason = "existing interface served by wireguard-go (pid " + std::to_string(*srv) + ") adopted";
+      return Backend::Userspace;
+    }
+    if (li.kind == "tun") std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return Error{"interface " + ifname + " exists (kind '" + li.kind +
                    "') but is neither a kernel wireguard link nor served by wireguard-go at " +

@@ -69,6 +69,10 @@ A = mesh([peer(0), peer(1), peer(2)])
 B = mesh([peer(0, 77), peer(3), peer(4)], mtu=1380)  # one kept (moved), two gone, two new
 PATCH = {"cluster_id": "kp", "peers": [peer(0, 88), peer(5)], "remove": [KEYS[2]]}
 A_PATCHED = mesh([peer(0, 88), peer(1), peer(5)])
+EMPTY = mesh([])  # no current peer stays: the list replaced in one step
+RENUMBERED = mesh([peer(1), peer(2)], address="10.42.0.9/24")
+POD = "fa-kpp-" + TAG  # a pod's namespace: created on the host, moved there
+IN_POD = dict(mesh([peer(0), peer(1)]), netns=POD)
 
 
 class Node:
@@ -132,17 +136,28 @@ class Node:
         return rc
 
 
-def live():
-    """The interface as wg and ip show it: peers {key: (endpoint, ips)}, address, count."""
-    r = sh(f"ip netns exec {NS} wg show {IF} dump", check=False)
+def live(ns=None):
+    """The interface as wg and ip show it (in `ns`, else the daemon's
+    namespace): peers {key: (endpoint, ips)} and address."""
+    ns = ns or NS
+    r = sh(f"ip netns exec {ns} wg show {IF} dump", check=False)
     if r.returncode != 0:
         return None
     peers = {}
     for line in r.stdout.splitlines()[1:]:
         f = line.split("\t")
         peers[f[0]] = (f[2], tuple(sorted(f[3].split(","))) if f[3] != "(none)" else ())
-    addr = sh(f"ip -n {NS} -4 -o addr show dev {IF}", check=False).stdout.split()
+    addr = sh(f"ip -n {ns} -4 -o addr show dev {IF}", check=False).stdout.split()
     return {"peers": peers, "address": addr[3] if len(addr) > 3 else None}
+
+
+def live_of(m):
+    return live(m.get("netns") if m else None)
+
+
+def down_everywhere():
+    sh(f"ip netns exec {NS} {AGENT} mesh down --interface {IF}", check=False)
+    sh(f"ip netns exec {NS} {AGENT} mesh down --interface {IF} --netns {POD}", check=False)
 
 
 def desired_view(m):
@@ -158,7 +173,7 @@ def wireguard_go_count():
 def reset(node, start):
     """Nothing but `start` applied (None: no mesh, no interface)."""
     node.stop()
-    sh(f"ip netns exec {NS} {AGENT} mesh down --interface {IF}", check=False)
+    down_everywhere()
     shutil.rmtree(node.dir + "/state", ignore_errors=True)
     node.start()  # the token and the node's key, made once
     if start is not None:
@@ -181,9 +196,9 @@ def check_converged(node, before, target, what):
     got = None if desired is None else desired_view(desired)
     if got not in views:
         fail(f"{what}: persisted mesh is neither the one before nor the one asked for: {desired}")
-    lv = live()
+    lv = live_of(desired)
     if got is None:
-        if lv is not None:
+        if live() is not None or live(POD) is not None:
             fail(f"{what}: no mesh persisted, yet {IF} exists")
     else:
         if lv != got:
@@ -224,8 +239,8 @@ def daemon_scenario(node, name, start, op, target):
         code, out = op(node)  # the control plane sends it again
         if code != "200":
             fail(f"{what}: the change sent again after the restart: {code} {out}")
-        if live() != (None if target is None else desired_view(target)):
-            fail(f"{what}: after the retry the interface holds {live()}")
+        if live_of(target) != (None if target is None else desired_view(target)):
+            fail(f"{what}: after the retry the interface holds {live_of(target)}")
         node.stop()
         kills += 1
     print(f"killpoints: {name}: {len(points)} points, {kills} kills survived")
@@ -240,7 +255,7 @@ def cli_scenario(node, name, start, target):
         json.dump(target, f)
 
     def setup():
-        sh(f"ip netns exec {NS} {AGENT} mesh down --interface {IF}", check=False)
+        down_everywhere()
         if start is not None:
             with open(node.dir + "/start.json", "w") as f:
                 json.dump(start, f)
@@ -262,8 +277,8 @@ def cli_scenario(node, name, start, target):
         if r.returncode != 128 + signal.SIGKILL and r.returncode != -signal.SIGKILL:
             fail(f"{what}: mesh apply ended with {r.returncode}")
         sh(f"ip netns exec {NS} {AGENT} mesh apply --backend userspace --file {path}")
-        if live() != desired_view(target):
-            fail(f"{what}: after the second apply the interface holds {live()}")
+        if live_of(target) != desired_view(target):
+            fail(f"{what}: after the second apply the interface holds {live_of(target)}")
         if wireguard_go_count() != 1:
             fail(f"{what}: {wireguard_go_count()} wireguard-go serve {IF}")
         kills += 1
@@ -276,20 +291,28 @@ def main():
         fail("needs root (a network namespace)")
     sh(f"ip netns add {NS}")
     sh(f"ip -n {NS} link set lo up")
+    sh(f"ip netns add {POD}")
+    sh(f"ip -n {POD} link set lo up")
     node = Node()
     total = 0
     try:
         total += daemon_scenario(node, "PUT creating the mesh", None, lambda n: n.request("PUT", A), A)
         total += daemon_scenario(node, "PUT changing peers, MTU", A, lambda n: n.request("PUT", B), B)
         total += daemon_scenario(node, "PATCH of three peers", A, lambda n: n.request("PATCH", PATCH), A_PATCHED)
+        total += daemon_scenario(node, "PUT emptying the peer list", A, lambda n: n.request("PUT", EMPTY), EMPTY)
+        total += daemon_scenario(node, "PUT renumbering the node", A, lambda n: n.request("PUT", RENUMBERED),
+                                 RENUMBERED)
+        total += daemon_scenario(node, "PUT into a pod's namespace", None, lambda n: n.request("PUT", IN_POD), IN_POD)
         total += daemon_scenario(node, "DELETE", A, lambda n: n.request("DELETE"), None)
         total += cli_scenario(node, "mesh apply creating the mesh", None, A)
         total += cli_scenario(node, "mesh apply changing peers, MTU", A, B)
+        total += cli_scenario(node, "mesh apply into a pod's namespace", None, IN_POD)
         print(f"killpoints: {total} kills, every one converged")
     finally:
         node.stop()
-        sh(f"ip netns exec {NS} {AGENT} mesh down --interface {IF}", check=False)
+        down_everywhere()
         sh(f"ip netns del {NS}", check=False)
+        sh(f"ip netns del {POD}", check=False)
         shutil.rmtree(node.dir, ignore_errors=True)
 
 
