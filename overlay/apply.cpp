@@ -95,7 +95,14 @@ Result<Backend> create(const std::string& ifname, const ApplyOptions& opt, std::
                      " is not in this namespace",
                  EEXIST};
   auto pid = start_wireguard_go(opt.wireguard_go, ifname, opt.uapi_dir, opt.state_dir);
-  if (!pid) return pid.take_error();
+  if (!pid) {
+    // A wireguard-go started by a run killed before it recorded it may have
+    // taken the name first: adopt that one once it serves its socket.
+    auto li = rtnl_get_link(ifname);
+    if (li && *li && (*li)->kind == "tun")
+      if (auto b = detect_backend(**li, ifname, opt.uapi_dir, reason)) return *b;
+    return pid.take_error();
+  }
   return Backend::Userspace;
 }
 
