@@ -541,7 +541,7 @@ TEST_CASE("status: the text is the serialisation of its own document", "[api]") 
     json doc = json::parse(text);
     json rest = doc;
     rest.erase("agent");
-    const size_t at = text.find(",\"inspect\":");
+    const size_t at = text.find(",\"health\":");
     REQUIRE(at != std::string::npos);
     CHECK(text.substr(at + 1) == rest.dump().substr(1));
     return doc;
