@@ -83,7 +83,7 @@ json failed(const std::string& reason, const std::string& message) {
 
 std::string fmt_num(double x) {
   char b[32];
-  std::snprintf(b, sizeof b, "%.3g", x);
+  std::snprintf(b, sizeof b, "%.4g", x);
   return b;
 }
 
@@ -482,8 +482,8 @@ int cmd_cluster_verify(const std::vector<std::string>& argv_in) {
   const std::string json_path = args->get_or("json", "");
   FILE* out = json_path == "-" ? stderr : stdout;
   for (size_t k = 0; k < nrails; ++k) {
-    std::fprintf(out, "rail %zu: Gb/s of the probe (row ran, column served); ok, LOW below %g x the slower port, FAIL\n", k,
-                 s.min_fraction);
+    std::fprintf(out, "rail %zu: Gb/s between two machines (each pair measured once); ok, LOW below %g x the slower port, FAIL\n",
+                 k, s.min_fraction);
     std::string head = pad("", 6);
     for (const auto& m : ms) head += pad(m.name, 13);
     std::fprintf(out, "%s\n", head.c_str());
@@ -492,7 +492,8 @@ int cmd_cluster_verify(const std::vector<std::string>& argv_in) {
       for (int j = 0; j < n; ++j) {
         const Measurement* hit = nullptr;
         for (const auto& m : results)
-          if (static_cast<size_t>(m.rail) == k && m.runner == i && m.server == j) hit = &m;
+          if (static_cast<size_t>(m.rail) == k && ((m.runner == i && m.server == j) || (m.runner == j && m.server == i)))
+            hit = &m;
         std::string cell = i == j ? "-" : hit ? "" : ".";
         if (hit) {
           if (hit->judged.status == v::Status::kFailed) cell = "FAIL";
@@ -518,7 +519,7 @@ int cmd_cluster_verify(const std::vector<std::string>& argv_in) {
   for (int c : ov.closed)
     std::fprintf(out, "closed overlay port: %s (%s) UDP %d\n", ms[c].name.c_str(), ms[c].url.base.c_str(), ms[c].listen_port);
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-  std::fprintf(out, "verify: %s: %d machines, %zu pairs x %zu rail(s) in %zu rounds, %.1f s (measuring %.1f s)\n",
+  std::fprintf(out, "verify: %s: %d machines, %zu pair(s) x %zu rail(s) in %zu round(s), %.1f s (measuring %.1f s)\n",
                all_ok ? "PASS" : "FAIL", n, static_cast<size_t>(n) * (n - 1) / 2, nrails, rounds.size(), total, measure_seconds);
 
   json doc = {{"passed", all_ok},
