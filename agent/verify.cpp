@@ -166,9 +166,10 @@ Measurement measure(const std::vector<Machine>& ms, int runner, int server, int 
 }
 
 std::string line_of(const Measurement& m, const std::vector<Machine>& ms) {
-  std::string out = ms[m.runner].name + " " + m.runner_end.value("hca", std::string("-")) + " -> " + ms[m.server].name + " " +
-                    (m.server_end["hca"].is_string() ? m.server_end["hca"].get<std::string>() : "-") + " (rail " +
-                    std::to_string(m.rail) + "): ";
+  // (An end without that rail has a null hca.)
+  auto hca = [](const json& e) { return e["hca"].is_string() ? e["hca"].get<std::string>() : std::string("-"); };
+  std::string out = ms[m.runner].name + " " + hca(m.runner_end) + " -> " + ms[m.server].name + " " + hca(m.server_end) +
+                    " (rail " + std::to_string(m.rail) + "): ";
   if (m.judged.status == v::Status::kFailed)
     return out + "failed: " + m.judged.reason + (m.judged.message.empty() ? "" : ": " + m.judged.message);
   const json& l = m.probe.value("latency_us", json(nullptr));
@@ -241,7 +242,9 @@ Overlay check_overlay(const std::vector<Machine>& ms, const Settings& s) {
     }
     o.up[i] = true;
     for (const auto& p : live.value("peers", json::array()))
-      if (p.is_object()) seen[i][p.value("public_key", "")] = p.value("last_handshake_unix", 0LL);
+      if (p.is_object() && p.contains("public_key") && p["public_key"].is_string())
+        seen[i][p["public_key"].get<std::string>()] =
+            p.contains("last_handshake_unix") && p["last_handshake_unix"].is_number() ? p["last_handshake_unix"].get<long long>() : 0;
   }
   // "Recent": WireGuard re-handshakes every 2 minutes on a live tunnel.
   auto recent = [&](int i, int j) {
