@@ -23,7 +23,7 @@ ASAN_EXCLUDE ?= lab|packaging
 # `make package PACKAGE_RELEASE=2` builds the next package revision.
 PACKAGE_RELEASE ?= 1
 
-.PHONY: all deps deps-test deps-fuzz build build-asan build-tsan build-fuzz run demo bench test test-fast test-tsan fuzz package clean format
+.PHONY: killpoints all deps deps-test deps-fuzz build build-asan build-tsan build-fuzz run demo bench test test-fast test-tsan fuzz package clean format
 
 all: build
 
@@ -121,3 +121,8 @@ format:
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
+
+# Every crash point of a mesh change, not the sample `make test` runs
+# (tests/agent/killpoints.py; docs/reliability.md).
+killpoints: build
+	python3 tests/agent/killpoints.py ./$(BUILD)/agent/fabric-agent
