@@ -119,7 +119,7 @@ class ApiFixture {
         {"public_key": "HIgo9xNzJMWLKASShiTqIybxZ0U3wGLiUeJ1PKf8ykw=", "endpoint": "[2001:db8::3]:51820",
          "allowed_ips": ["10.42.0.3/32"], "persistent_keepalive": 25}]})"));
     if (!m.ok()) std::abort();
-    state_ = ag::dump_state(ag::PersistedState{*m.value}, 1);
+    state_ = ag::dump_state(ag::PersistedState{*m.value, std::nullopt}, 1);
   }
 
   // A Core started from the persisted mesh, in a directory emptied first.

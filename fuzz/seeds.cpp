@@ -278,9 +278,12 @@ ov::DesiredMesh mesh(size_t peers) {
 void state_seeds() {
   using fa::agent::PersistedState;
   write("state", "no-mesh", fa::agent::dump_state(PersistedState{}, 1));
-  write("state", "mesh", fa::agent::dump_state(PersistedState{mesh(2)}, 3));
+  write("state", "mesh", fa::agent::dump_state(PersistedState{mesh(2), std::nullopt}, 3));
+  // A DELETE cut short: the removal recorded before the interface went.
+  write("state", "removing",
+        fa::agent::dump_state(PersistedState{std::nullopt, fa::agent::Removal{"wg0", "/run/netns/pod-1"}}, 5));
   // The journal after the snapshot, past an empty line (fuzz/state.cpp).
-  const std::string snap = fa::agent::dump_state(PersistedState{mesh(2)}, 4);
+  const std::string snap = fa::agent::dump_state(PersistedState{mesh(2), std::nullopt}, 4);
   const std::string head = json{{"serial", 4}}.dump() + "\n";
   ov::DesiredPeer added = mesh(3).peers[2];
   json add = {{"cluster_id", "c1"}, {"peers", {ov::to_json(added)}}, {"remove", json::array()}};
