@@ -25,8 +25,8 @@ fi
 
 summary="$out/summary.md"
 {
-  echo "| harness | executions | cov | ft | corpus | crashes | seconds |"
-  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+  echo "| harness | executions | exec/s | cov | ft | corpus | crashes | seconds |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 } >"$summary"
 failed=0
 for n in "${names[@]}"; do
@@ -50,7 +50,8 @@ for n in "${names[@]}"; do
   corpus=$(find "$work/corpus" -type f | wc -l)
   crashes=$(find "$work" -maxdepth 1 -name 'crash-*' -o -maxdepth 1 -name 'leak-*' -o -maxdepth 1 -name 'timeout-*' -o -maxdepth 1 -name 'oom-*' | wc -l)
   [ "$rc" -ne 0 ] || [ "$crashes" -ne 0 ] && failed=1
-  echo "| $n | ${execs:-?} | ${cov:-?} | ${ft:-?} | $corpus | $crashes | $took |" >>"$summary"
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *\([0-9]*\).*/\1/p' "$log" | tail -1)
+  echo "| $n | ${execs:-?} | ${rate:-?} | ${cov:-?} | ${ft:-?} | $corpus | $crashes | $took |" >>"$summary"
 done
 cat "$summary"
 if [ "$failed" -ne 0 ]; then
