@@ -25,6 +25,7 @@
 #include "agent/state.hpp"
 #include "common/config.hpp"
 #include "overlay/internal.hpp"
+#include "probes/rdma/auth.hpp"
 #include "probes/rdma/wire.hpp"
 #include "probes/sminfo.hpp"
 
@@ -315,6 +316,15 @@ void rdma_seeds() {
   write("rdma_wire", "latency", rd::encode(rd::LatencyStart{1000}));
   write("rdma_wire", "done", rd::encode(rd::Done{}));
   write("rdma_wire", "failure", rd::encode(rd::Failure{rd::Reason::kQpRtrFailed, "ibv_modify_qp INIT->RTR: Invalid argument"}));
+  // The handshake and a sealed record, with fuzz/rdma_wire.cpp's key and nonces.
+  const rd::Key key = rd::Key::from_bytes(std::vector<uint8_t>(32, 0x5a));
+  const rd::Nonce nc{7}, ns{1, 2, 3};
+  write("rdma_wire", "hello", rd::encode(rd::Hello{nc}));
+  write("rdma_wire", "challenge", rd::encode(rd::Challenge{ns}));
+  write("rdma_wire", "proof", rd::encode(rd::Proof{rd::client_proof(key, nc, ns)}));
+  write("rdma_wire", "plan", rd::encode(rd::Plan{10000, 1000}));
+  write("rdma_wire", "sealed-endpoint",
+        rd::seal(rd::session_key(key, nc, ns), rd::Direction::kToServer, 3, rd::encode(e)));
 }
 
 }  // namespace
