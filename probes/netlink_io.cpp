@@ -50,8 +50,27 @@ NetState read_net_state() {
     return st;
   }
   CachePtr links(raw);
+  raw = nullptr;
+  if (int rc = rtnl_addr_alloc_cache(sk.get(), &raw); rc < 0) {
+    st = net_state_from(links.get(), nullptr, nullptr);
+    st.error = nl_err("rtnetlink: address dump", rc);
+    return st;
+  }
+  CachePtr addrs(raw);
+  raw = nullptr;
+  if (int rc = rtnl_route_alloc_cache(sk.get(), AF_UNSPEC, 0, &raw); rc < 0) {
+    st = net_state_from(links.get(), addrs.get(), nullptr);
+    st.error = nl_err("rtnetlink: route dump", rc);
+    return st;
+  }
+  CachePtr routes(raw);
+  return net_state_from(links.get(), addrs.get(), routes.get());
+}
+
+NetState net_state_from(nl_cache* links, nl_cache* addrs, nl_cache* routes) {
+  NetState st;
   std::map<int, size_t> by_index;
-  for (nl_object* o = nl_cache_get_first(links.get()); o; o = nl_cache_get_next(o)) {
+  for (nl_object* o = nl_cache_get_first(links); o; o = nl_cache_get_next(o)) {
     auto* l = reinterpret_cast<rtnl_link*>(o);
     const char* name = rtnl_link_get_name(l);
     if (!name) continue;
@@ -61,14 +80,8 @@ NetState read_net_state() {
     by_index[rtnl_link_get_ifindex(l)] = st.links.size();
     st.links.push_back(std::move(nl));
   }
-
-  raw = nullptr;
-  if (int rc = rtnl_addr_alloc_cache(sk.get(), &raw); rc < 0) {
-    st.error = nl_err("rtnetlink: address dump", rc);
-    return st;
-  }
-  CachePtr addrs(raw);
-  for (nl_object* o = nl_cache_get_first(addrs.get()); o; o = nl_cache_get_next(o)) {
+  if (!addrs) return st;
+  for (nl_object* o = nl_cache_get_first(addrs); o; o = nl_cache_get_next(o)) {
     auto* a = reinterpret_cast<rtnl_addr*>(o);
     if (rtnl_addr_get_family(a) != AF_INET) continue;
     nl_addr* local = rtnl_addr_get_local(a);
@@ -79,14 +92,8 @@ NetState read_net_state() {
     std::memcpy(&be, nl_addr_get_binary_addr(local), 4);
     st.links[it->second].addrs.push_back({ntohl(be), rtnl_addr_get_prefixlen(a)});
   }
-
-  raw = nullptr;
-  if (int rc = rtnl_route_alloc_cache(sk.get(), AF_UNSPEC, 0, &raw); rc < 0) {
-    st.error = nl_err("rtnetlink: route dump", rc);
-    return st;
-  }
-  CachePtr routes(raw);
-  for (nl_object* o = nl_cache_get_first(routes.get()); o; o = nl_cache_get_next(o)) {
+  if (!routes) return st;
+  for (nl_object* o = nl_cache_get_first(routes); o; o = nl_cache_get_next(o)) {
     auto* r = reinterpret_cast<rtnl_route*>(o);
     int fam = rtnl_route_get_family(r);
     if (fam != AF_INET && fam != AF_INET6) continue;

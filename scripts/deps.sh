@@ -4,7 +4,8 @@
 # second run installs nothing and takes about a second.
 #   scripts/deps.sh            build and run (`make run`): compilers, -dev libraries, what the daemon runs
 #   scripts/deps.sh --package  also what `make package` runs (dpkg-shlibdeps, rpmbuild)
-#   scripts/deps.sh --test     also the tools the unit, netns and packaging tests drive
+#   scripts/deps.sh --test     also the tools the unit, netns, packaging and fuzz tests drive
+#   scripts/deps.sh --fuzz     also what the libFuzzer harnesses need (`make fuzz`; --test includes it)
 #   scripts/deps.sh --lab      also what tests/lab needs (qemu, kernel, perftest)
 #   scripts/deps.sh --bench    also what bench/ needs (wrk, node_exporter)
 set -euo pipefail
@@ -35,6 +36,12 @@ test_pkgs=(
   # tests/packaging: lintian, rpm's queries and a Debian 12 root made with debootstrap.
   "${package_pkgs[@]}" rpm2cpio cpio lintian debootstrap zstd
 )
+# fuzz/: clang, its sanitizer runtimes and libFuzzer (not pulled in by clang
+# without its Recommends).
+fuzz_pkgs=(
+  clang libclang-rt-14-dev libfuzzer-14-dev
+)
+test_pkgs+=("${fuzz_pkgs[@]}")
 lab_pkgs=(
   qemu-system-x86 busybox-static perftest rdmacm-utils cpio kmod zstd xz-utils
   ibverbs-providers jq binutils
@@ -49,9 +56,10 @@ for a in "$@"; do
   case "$a" in
     --package) want+=("${package_pkgs[@]}") ;;
     --test) want+=("${test_pkgs[@]}") ;;
+    --fuzz) want+=("${fuzz_pkgs[@]}") ;;
     --lab) want+=("${lab_pkgs[@]}") ;;
     --bench) want+=("${bench_pkgs[@]}") ;;
-    *) echo "deps.sh: unknown option '$a' (accepted: --package, --test, --lab, --bench)" >&2; exit 2 ;;
+    *) echo "deps.sh: unknown option '$a' (accepted: --package, --test, --fuzz, --lab, --bench)" >&2; exit 2 ;;
   esac
 done
 
