@@ -30,31 +30,35 @@ Report discover(const InspectOptions& opts) {
     if (net.error) r.warnings.push_back(*net.error + "; RoCE fabric netdev cannot be checked");
   }
 
-  // SMInfo per ACTIVE InfiniBand port. libibumad reads the real
-  // /sys/class/infiniband_mad, so it can only speak for the real /sys.
+  // SMInfo and the SA's SM table per ACTIVE InfiniBand port, through
+  // libibumad, whatever the sysfs root: libibumad finds the devices it can
+  // open itself, and one it cannot open is a reason, not a guess.
   std::vector<std::pair<std::string, SmLookup>> sm;
   bool any_ib = false;
   for (const auto& h : r.hcas)
     for (const auto& p : h.ports) any_ib |= p.link_layer == "InfiniBand" && p.state == "ACTIVE";
-  Status umad_ok = (any_ib && opts.query_sm && opts.sysfs_root == "/sys") ? umad_available() : Status{};
+  Status umad_ok = (any_ib && opts.query_sm) ? umad_available() : Status{};
   for (const auto& h : r.hcas) {
     for (const auto& p : h.ports) {
       if (p.link_layer != "InfiniBand" || p.state != "ACTIVE" || !p.sm_lid || *p.sm_lid == 0) continue;
       std::string key = h.name + ":" + std::to_string(p.port);
       SmLookup l;
       if (!opts.query_sm) {
-        l.error = "SM query disabled (query_sm = false)";
-      } else if (opts.sysfs_root != "/sys") {
-        l.error = "SMInfo not sent: libibumad only reaches devices of the real /sys, and the sysfs root is " +
-                  opts.sysfs_root;
+        l.error = l.sa_error = "SM query disabled (query_sm = false)";
       } else if (!umad_ok) {
-        l.error = "SMInfo not sent: " + umad_ok.error().message;
+        l.error = l.sa_error = "SMInfo not sent: " + umad_ok.error().message;
       } else {
-        auto q = query_sminfo(h.name, p.port, *p.sm_lid);
-        if (q)
-          l.guid = q->guid;
+        auto q = query_subnet_managers(h.name, p.port, *p.sm_lid);
+        if (q.master) {
+          l.guid = q.master->guid;
+          l.master = *q.master;
+        } else {
+          l.error = q.master.error().message;
+        }
+        if (q.records)
+          l.records = std::move(*q.records);
         else
-          l.error = q.error().message;
+          l.sa_error = q.records.error().message;
       }
       sm.emplace_back(key, std::move(l));
     }
@@ -177,12 +181,19 @@ json to_json(const Report& r) {
                     {"ports", std::move(ports)}});
   }
   const Fabric& f = r.fabric;
+  json sm_guids = json::array(), sms = json::array();
+  for (const auto& m : f.sms) {
+    sm_guids.push_back(m.guid);
+    sms.push_back({{"guid", m.guid}, {"lid", m.lid}, {"priority", m.priority}, {"state", m.state}});
+  }
   json fabric = {{"kind", f.kind},
                  {"id", opt_str(f.id)},
                  {"ports", f.ports},
                  {"subnet_prefix", opt_str(f.subnet_prefix)},
                  {"sm_lid", opt_num(f.sm_lid)},
                  {"sm_guid", opt_str(f.sm_guid)},
+                 {"sm_guids", sm_guids},
+                 {"sms", sms},
                  {"segment", opt_str(f.segment)},
                  {"address", opt_str(f.address)},
                  {"netdev", opt_str(f.netdev)},
@@ -216,9 +227,14 @@ std::string to_table(const Report& r) {
   appendf(out, "fabric    %s", f.kind.c_str());
   if (f.id) appendf(out, "  id %s", f.id->c_str());
   out += "\n";
-  if (f.kind == "infiniband")
+  if (f.kind == "infiniband") {
     appendf(out, "          subnet %s  SM LID %u  SM GUID %s\n", f.subnet_prefix.value_or("-").c_str(),
             f.sm_lid.value_or(0), f.sm_guid.value_or("unknown").c_str());
+    std::string sms;
+    for (const auto& m : f.sms)
+      sms += (sms.empty() ? "" : ", ") + m.guid + " " + m.state + " p" + std::to_string(m.priority);
+    appendf(out, "          SMs %s\n", sms.empty() ? "unknown" : sms.c_str());
+  }
   if (f.kind == "roce")
     appendf(out, "          segment %s  address %s on %s  provider %s\n", f.segment.value_or("-").c_str(),
             f.address.value_or("-").c_str(), f.netdev.value_or("-").c_str(),

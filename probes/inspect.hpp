@@ -73,6 +73,14 @@ struct Gpus {
   std::vector<GpuDevice> devices;
 };
 
+// One subnet manager as the SA lists it (SMInfoRecord).
+struct SubnetManager {
+  std::string guid;  // port GUID, 0x0002c90300a1b2c3
+  uint32_t lid = 0;
+  int priority = 0;   // 0..15
+  std::string state;  // master | standby | discovering | not active
+};
+
 struct Fabric {
   std::string kind = "none";  // infiniband | roce | none
   std::optional<std::string> id;
@@ -80,7 +88,11 @@ struct Fabric {
   // InfiniBand
   std::optional<std::string> subnet_prefix;  // fe80:0000:0000:0000
   std::optional<uint32_t> sm_lid;
-  std::optional<std::string> sm_guid;  // 0x0002c90300a1b2c3
+  std::optional<std::string> sm_guid;  // the master's, from SMInfo: 0x0002c90300a1b2c3
+  // Every SM of the subnet (SA SMInfoRecord table): the master first, then
+  // in the order they would take over (priority high to low, GUID low to
+  // high). The last one names the fabric (docs/inspect.md).
+  std::vector<SubnetManager> sms;
   // RoCE
   std::optional<std::string> segment;  // 10.20.0.0/16
   std::optional<std::string> address;  // 10.20.0.11

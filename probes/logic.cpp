@@ -251,6 +251,38 @@ const NetLink* NetState::find(std::string_view name) const {
   return nullptr;
 }
 
+std::vector<smp::SmInfoRecord> sms_in_takeover_order(std::vector<smp::SmInfoRecord> records,
+                                                     const std::optional<smp::SmInfo>& master,
+                                                     uint32_t master_lid) {
+  if (master && master->guid != 0 &&
+      std::none_of(records.begin(), records.end(),
+                   [&](const smp::SmInfoRecord& r) { return r.info.guid == master->guid; }))
+    records.push_back({master_lid, *master});
+  // One entry per GUID (a table read across a takeover can list one twice).
+  auto by_guid = [](const auto& a, const auto& b) { return a.info.guid < b.info.guid; };
+  std::stable_sort(records.begin(), records.end(), by_guid);
+  records.erase(std::unique(records.begin(), records.end(),
+                            [](const auto& a, const auto& b) { return a.info.guid == b.info.guid; }),
+                records.end());
+  std::stable_sort(records.begin(), records.end(), [](const auto& a, const auto& b) {
+    return a.info.priority > b.info.priority;  // equal priority keeps GUID order
+  });
+  auto is_master = [&](const smp::SmInfoRecord& r) {
+    return master ? r.info.guid == master->guid : r.info.sm_state == 3;
+  };
+  std::stable_partition(records.begin(), records.end(), is_master);
+  return records;
+}
+
+const smp::SmInfoRecord* fabric_anchor_sm(const std::vector<smp::SmInfoRecord>& sms) {
+  const smp::SmInfoRecord* last = nullptr;
+  for (const auto& r : sms)
+    if (!last || r.info.priority < last->info.priority ||
+        (r.info.priority == last->info.priority && r.info.guid > last->info.guid))
+      last = &r;
+  return last;
+}
+
 // --- fabric selection ------------------------------------------------------
 // select_fabric() in steps: the candidate ports grouped by fabric (the
 // InfiniBand and the RoCE rules), the fabric with most ACTIVE ports, then
@@ -277,6 +309,10 @@ struct Group {
   uint32_t sm_lid = 0;
   std::optional<uint64_t> sm_guid;
   std::string sm_error;
+  std::vector<smp::SmInfoRecord> sms;  // takeover order, master first
+  std::optional<uint64_t> anchor;      // the SM that names the fabric
+  bool sa_read = false;
+  std::string sa_error;
   std::string segment;
   std::vector<Member> members;
   int active() const {
@@ -322,9 +358,19 @@ void add_infiniband_port(const std::string& key, const Port& p, const SmLookup* 
   }
   std::string prefix = gid_subnet_prefix(g0->gid);
   std::optional<uint64_t> guid = l ? l->guid : std::nullopt;
-  // Ports agree on a fabric when prefix and SM agree; without the SM's
-  // GUID the SM LID is the best key we have (not unique across fabrics).
-  std::string gkey = "ib|" + prefix + "|" + (guid ? format_guid(*guid) : "lid" + std::to_string(*p.sm_lid));
+  std::vector<smp::SmInfoRecord> sms;
+  const smp::SmInfoRecord* anchor = nullptr;
+  if (l && l->records) {
+    sms = sms_in_takeover_order(*l->records, l->master, *p.sm_lid);
+    anchor = fabric_anchor_sm(sms);
+  }
+  // Ports agree on a fabric when prefix and SMs agree; without the SA's
+  // table the master's GUID, without that the SM LID (not unique across
+  // fabrics) is the best key we have.
+  std::string gkey = "ib|" + prefix + "|" +
+                     (anchor ? "anchor " + format_guid(anchor->info.guid)
+                      : guid ? "master " + format_guid(*guid)
+                             : "lid " + std::to_string(*p.sm_lid));
   Group& gr = c.groups[gkey];
   if (gr.members.empty()) {
     gr.kind = "infiniband";
@@ -332,8 +378,15 @@ void add_infiniband_port(const std::string& key, const Port& p, const SmLookup* 
     gr.sm_lid = *p.sm_lid;
     gr.sm_guid = guid;
     gr.sm_error = l ? l->error : "";
+    gr.sa_read = l && l->records;
+    gr.sa_error = l ? l->sa_error : "";
+    gr.sms = sms;
+    if (anchor) gr.anchor = anchor->info.guid;
+    if (!gr.sm_guid)  // SMInfo failed, the SA still names its master
+      for (const auto& r : sms)
+        if (r.info.sm_state == 3) gr.sm_guid = r.info.guid;
     gr.label = "InfiniBand subnet " + prefix + " SM LID " + std::to_string(*p.sm_lid) +
-               (guid ? " (SM GUID " + format_guid(*guid) + ")" : "");
+               (gr.sm_guid ? " (SM GUID " + format_guid(*gr.sm_guid) + ")" : "");
   }
   gr.members.push_back({key, true, -1, 0, ""});
 }
@@ -468,23 +521,44 @@ void no_fabric(bool no_hcas, const std::vector<std::string>& excluded, Selection
   reason(out, "NCCL_IB_HCA", "not set: no fabric");
 }
 
+std::string sms_text(const std::vector<smp::SmInfoRecord>& sms) {
+  std::vector<std::string> v;
+  for (const auto& r : sms)
+    v.push_back(format_guid(r.info.guid) + " (" + smp::sm_state_name(r.info.sm_state) + ", priority " +
+                std::to_string(r.info.priority) + ")");
+  return join(v);
+}
+
 void describe_infiniband(const Group& best, const std::string& nports,
                          const std::vector<std::string>& excluded, Selection& out) {
   out.fabric.subnet_prefix = best.subnet_prefix;
   out.fabric.sm_lid = best.sm_lid;
-  if (best.sm_guid) {
-    out.fabric.sm_guid = format_guid(*best.sm_guid);
-    out.fabric.id = infiniband_fabric_id(best.subnet_prefix, *best.sm_guid);
+  if (best.sm_guid) out.fabric.sm_guid = format_guid(*best.sm_guid);
+  for (const auto& r : best.sms)
+    out.fabric.sms.push_back(
+        {format_guid(r.info.guid), r.lid, r.info.priority, smp::sm_state_name(r.info.sm_state)});
+  std::string where = "InfiniBand: " + nports + " on subnet prefix " + best.subnet_prefix + ", SM LID " +
+                      std::to_string(best.sm_lid);
+  if (best.anchor) {
+    out.fabric.id = infiniband_fabric_id(best.subnet_prefix, *best.anchor);
     reason(out, "fabric",
-           "InfiniBand: " + nports + " on subnet prefix " + best.subnet_prefix + " managed by SM " +
-               *out.fabric.sm_guid + " (LID " + std::to_string(best.sm_lid) + ")" + not_taken(excluded));
-  } else {
+           where + "; SMs " + sms_text(best.sms) + "; the id names " + format_guid(*best.anchor) +
+               ", the SM that would take over last, so a failover keeps it" + not_taken(excluded));
+  } else if (!best.sm_guid) {
     std::string why = best.sm_error.empty() ? "SM not queried" : best.sm_error;
     warn(out, "sm_guid unknown: " + why + "; fabric.id is null because subnet prefix " + best.subnet_prefix +
                   " and SM LID " + std::to_string(best.sm_lid) + " alone do not tell fabrics apart");
+    reason(out, "fabric", where + "; SM GUID unknown (" + why + "), so no fabric id" + not_taken(excluded));
+  } else {
+    std::string why = best.sa_read            ? "the SA lists no SM"
+                      : best.sa_error.empty() ? "SA not queried"
+                                              : best.sa_error;
+    warn(out, "fabric.id is null: the SA's table of subnet managers could not be read (" + why +
+                  "); the master SM " + format_guid(*best.sm_guid) +
+                  " alone would name the fabric only until the next failover");
     reason(out, "fabric",
-           "InfiniBand: " + nports + " on subnet prefix " + best.subnet_prefix + ", SM LID " +
-               std::to_string(best.sm_lid) + "; SM GUID unknown, so no fabric id" + not_taken(excluded));
+           where + ", master SM " + format_guid(*best.sm_guid) + "; the SA's SM table is unknown (" + why +
+               "), so no fabric id" + not_taken(excluded));
   }
   reason(out, "NCCL_IB_HCA",
          "the " + nports +

@@ -14,6 +14,7 @@
 
 #include "common/result.hpp"
 #include "probes/inspect.hpp"
+#include "probes/sminfo.hpp"
 
 namespace fa::probes {
 
@@ -84,12 +85,29 @@ struct NetState {
 
 // --- decisions ----------------------------------------------------------
 
-// Subnet manager GUIDs read per port ("dev:port") with SMInfo; a port
-// without entry was not queried; a string is the reason the query failed.
+// What a port ("dev:port") learnt of its subnet's SMs: the master's SMInfo
+// and the SA's SMInfoRecord table, each with the reason it failed. A port
+// without entry was not queried.
 struct SmLookup {
-  std::optional<uint64_t> guid;
+  std::optional<uint64_t> guid;  // the master's port GUID (SMInfo)
   std::string error;
+  std::optional<smp::SmInfo> master;
+  std::optional<std::vector<smp::SmInfoRecord>> records;  // SA table
+  std::string sa_error;
 };
+
+// The subnet's SMs in takeover order (IBA 14.4.1.1: higher priority first,
+// then lower GUID), the master (by GUID) moved to the front; the master's
+// own SMInfo (at master_lid) is added when the table lacks it.
+std::vector<smp::SmInfoRecord> sms_in_takeover_order(std::vector<smp::SmInfoRecord> records,
+                                                     const std::optional<smp::SmInfo>& master,
+                                                     uint32_t master_lid);
+
+// The SM that names an InfiniBand fabric: the one that would take over
+// last (lowest priority, then highest GUID). A failover removes SMs from
+// the front of the takeover order, so the last one stays as long as it
+// is in the subnet.
+const smp::SmInfoRecord* fabric_anchor_sm(const std::vector<smp::SmInfoRecord>& ordered);
 
 struct Selection {
   Fabric fabric;
