@@ -186,6 +186,17 @@ json to_json(const Report& r) {
     sm_guids.push_back(m.guid);
     sms.push_back({{"guid", m.guid}, {"lid", m.lid}, {"priority", m.priority}, {"state", m.state}});
   }
+  json rails = json::array();
+  for (const auto& rl : f.rails) {
+    json ps = json::array();
+    for (const auto& p : rl.ports)
+      ps.push_back({{"port", p.port},
+                    {"state", str_or_null(p.state)},
+                    {"netdev", str_or_null(p.netdev)},
+                    {"address", p.address},
+                    {"gid_index", p.gid_index}});
+    rails.push_back({{"segment", rl.segment}, {"ports", std::move(ps)}});
+  }
   json fabric = {{"kind", f.kind},
                  {"id", opt_str(f.id)},
                  {"ports", f.ports},
@@ -194,6 +205,7 @@ json to_json(const Report& r) {
                  {"sm_guid", opt_str(f.sm_guid)},
                  {"sm_guids", sm_guids},
                  {"sms", sms},
+                 {"rails", std::move(rails)},
                  {"segment", opt_str(f.segment)},
                  {"address", opt_str(f.address)},
                  {"netdev", opt_str(f.netdev)},
@@ -235,10 +247,22 @@ std::string to_table(const Report& r) {
       sms += (sms.empty() ? "" : ", ") + m.guid + " " + m.state + " p" + std::to_string(m.priority);
     appendf(out, "          SMs %s\n", sms.empty() ? "unknown" : sms.c_str());
   }
-  if (f.kind == "roce")
+  if (f.kind == "roce") {
     appendf(out, "          segment %s  address %s on %s  provider %s\n", f.segment.value_or("-").c_str(),
             f.address.value_or("-").c_str(), f.netdev.value_or("-").c_str(),
             f.provider_id.value_or("(unset)").c_str());
+    if (f.rails.size() > 1) {
+      appendf(out, "          %zu rails:\n", f.rails.size());
+      for (const auto& rl : f.rails) {
+        std::string ps;
+        for (const auto& p : rl.ports)
+          ps += (ps.empty() ? "" : ", ") + p.port + " " + p.netdev + " " + p.address + " GID " +
+                std::to_string(p.gid_index) +
+                (p.state == "ACTIVE" ? "" : " " + (p.state.empty() ? "?" : p.state));
+        appendf(out, "            %-18s %s\n", rl.segment.c_str(), ps.c_str());
+      }
+    }
+  }
   out += "\n";
   if (r.hcas.empty()) {
     out += "no RDMA devices\n";

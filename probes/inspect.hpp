@@ -81,6 +81,20 @@ struct SubnetManager {
   std::string state;  // master | standby | discovering | not active
 };
 
+// One port of a RoCE rail (one IPv4 segment of the fabric).
+struct RailPort {
+  std::string port;     // dev:port
+  std::string state;    // ACTIVE, DOWN, ...
+  std::string netdev;   // the GID's netdev
+  std::string address;  // its address in the rail's segment
+  int gid_index = -1;   // the RoCE v2 GID holding that address
+};
+
+struct Rail {
+  std::string segment;  // 10.0.3.0/24
+  std::vector<RailPort> ports;
+};
+
 struct Fabric {
   std::string kind = "none";  // infiniband | roce | none
   std::optional<std::string> id;
@@ -94,7 +108,10 @@ struct Fabric {
   // high). The last one names the fabric (docs/inspect.md).
   std::vector<SubnetManager> sms;
   // RoCE
-  std::optional<std::string> segment;  // 10.20.0.0/16
+  // Every segment of the fabric, one rail each (one segment: one rail),
+  // ordered by network address; ports not ACTIVE included.
+  std::vector<Rail> rails;
+  std::optional<std::string> segment;  // the first ACTIVE port's: 10.20.0.0/16
   std::optional<std::string> address;  // 10.20.0.11
   std::optional<std::string> netdev;
   std::optional<std::string> provider_id;

@@ -241,8 +241,46 @@ std::string infiniband_fabric_id(std::string_view subnet_prefix, uint64_t sm_gui
   return "ib:" + p + ":" + g;
 }
 
-std::string roce_fabric_id(std::string_view provider_id, std::string_view segment) {
-  return "roce:" + std::string(provider_id) + ":" + std::string(segment);
+std::string roce_fabric_id(std::string_view provider_id, const std::vector<std::string>& segments) {
+  return "roce:" + std::string(provider_id) + ":" + join(segments, ",");
+}
+
+std::optional<std::pair<uint32_t, int>> parse_ipv4_segment(std::string_view seg) {
+  auto slash = seg.find('/');
+  if (slash == std::string_view::npos) return std::nullopt;
+  uint32_t a = 0;
+  std::string_view ip = seg.substr(0, slash);
+  for (int i = 0; i < 4; ++i) {
+    auto dot = ip.find('.');
+    std::string_view part = ip.substr(0, i < 3 ? dot : std::string_view::npos);
+    if ((i < 3 && dot == std::string_view::npos) || part.empty()) return std::nullopt;
+    unsigned v = 0;
+    auto [p, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+    if (ec != std::errc() || p != part.data() + part.size() || v > 255) return std::nullopt;
+    a = a << 8 | v;
+    if (i < 3) ip.remove_prefix(dot + 1);
+  }
+  int len = 0;
+  std::string_view l = seg.substr(slash + 1);
+  auto [p, ec] = std::from_chars(l.data(), l.data() + l.size(), len);
+  if (ec != std::errc() || p != l.data() + l.size() || len < 0 || len > 32) return std::nullopt;
+  return std::pair<uint32_t, int>{a & mask_of(len), len};
+}
+
+std::string covering_segment(const std::vector<std::string>& segments) {
+  std::optional<std::pair<uint32_t, int>> cover;
+  for (const auto& sg : segments) {
+    auto n = parse_ipv4_segment(sg);
+    if (!n) continue;
+    if (!cover) {
+      cover = n;
+      continue;
+    }
+    int len = std::min(cover->second, n->second);
+    while (len > 0 && (cover->first & mask_of(len)) != (n->first & mask_of(len))) --len;
+    cover = std::pair<uint32_t, int>{cover->first & mask_of(len), len};
+  }
+  return cover ? ipv4_segment(cover->first, cover->second) : "";
 }
 
 const NetLink* NetState::find(std::string_view name) const {
@@ -298,6 +336,9 @@ struct Member {
   int gid_index = -1;
   uint32_t addr = 0;
   std::string netdev;
+  std::string segment;
+  std::string state;
+  std::optional<double> rate_gbps;
 };
 
 // The candidate ports of one fabric: one InfiniBand subnet and SM, or one
@@ -388,7 +429,7 @@ void add_infiniband_port(const std::string& key, const Port& p, const SmLookup* 
     gr.label = "InfiniBand subnet " + prefix + " SM LID " + std::to_string(*p.sm_lid) +
                (gr.sm_guid ? " (SM GUID " + format_guid(*gr.sm_guid) + ")" : "");
   }
-  gr.members.push_back({key, true, -1, 0, ""});
+  gr.members.push_back({key, true, -1, 0, "", "", p.state, p.rate_gbps});
 }
 
 // Why netdev `nd` cannot carry a RoCE GID with address `addr` (apart from
@@ -439,7 +480,7 @@ void add_roce_port(const std::string& key, const Port& p, const NetState& net, c
     std::string seg = ipv4_segment(ia->addr, ia->prefix_len);
     auto it = per_segment.find(seg);
     if (it == per_segment.end() || g.index < it->second.gid_index)
-      per_segment[seg] = Member{key, p.state == "ACTIVE", g.index, *a, nd};
+      per_segment[seg] = Member{key, p.state == "ACTIVE", g.index, *a, nd, seg, p.state, p.rate_gbps};
   }
   for (auto& [seg, m] : per_segment) {
     Group& gr = c.groups["roce|" + seg];
@@ -471,6 +512,65 @@ Candidates candidate_ports(const std::vector<Hca>& hcas, const NetState& net,
     warn(out, "configured fabric.netdev " + opts.fabric_netdev +
                   " has no usable RoCE v2 IPv4 GID (up, holding the GID's address); no RoCE fabric chosen");
   return c;
+}
+
+std::string rate_text(double g) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g Gb/s", g);
+  return b;
+}
+
+// A rail-optimised host puts NIC k of every machine on segment k: its RoCE
+// segments are the rails of one fabric, not fabrics of their own. Segments
+// whose ACTIVE ports are all slower than the fastest RoCE port (a front-end
+// or management card without the default route) are not rails and are left
+// out; a segment with no ACTIVE port (a rail whose link is down) stays a
+// rail, so the host's fabric id does not change with a link.
+void merge_rails(Candidates& c, Selection& out) {
+  std::optional<double> top;
+  for (const auto& [k, g] : c.groups)
+    if (g.kind == "roce")
+      for (const auto& m : g.members)
+        if (m.active && m.rate_gbps && (!top || *m.rate_gbps > *top)) top = m.rate_gbps;
+  Group rails;
+  rails.kind = "roce";
+  std::vector<std::string> segs;
+  for (auto it = c.groups.begin(); it != c.groups.end();) {
+    Group& g = it->second;
+    if (g.kind != "roce") {
+      ++it;
+      continue;
+    }
+    bool any_active = false, at_top = false;
+    std::optional<double> fastest;
+    for (const auto& m : g.members) {
+      if (!m.active) continue;
+      any_active = true;
+      if (!m.rate_gbps || !top || *m.rate_gbps >= *top) at_top = true;
+      if (m.rate_gbps && (!fastest || *m.rate_gbps > *fastest)) fastest = m.rate_gbps;
+    }
+    if (any_active && !at_top) {
+      std::vector<std::string> ps;
+      for (const auto& m : g.members) ps.push_back(m.key);
+      c.excluded.push_back("RoCE segment " + g.segment + " (" + join(ps) + "): its ports run at " +
+                           rate_text(*fastest) + ", the fabric's at " + rate_text(*top) +
+                           ", so it is not a rail");
+      warn(out, "RoCE segment " + g.segment + " (" + join(ps) +
+                    ") left out of the fabric: " + rate_text(*fastest) + " against " + rate_text(*top) +
+                    " on the other RoCE ports; pin it with fabric.hcas if it is a rail");
+    } else {
+      for (auto& m : g.members) rails.members.push_back(std::move(m));
+      segs.push_back(g.segment);
+    }
+    it = c.groups.erase(it);
+  }
+  if (rails.members.empty()) return;
+  std::sort(segs.begin(), segs.end(), [](const std::string& a, const std::string& b) {
+    return parse_ipv4_segment(a) < parse_ipv4_segment(b);
+  });
+  rails.segment = segs.front();
+  rails.label = (segs.size() == 1 ? "RoCE segment " : "RoCE rails ") + join(segs);
+  c.groups["roce|rails"] = std::move(rails);
 }
 
 // The fabric: the group with most ACTIVE ports, the first in key order on
@@ -570,6 +670,7 @@ void describe_infiniband(const Group& best, const std::string& nports,
 // fabric ports (the first port's wins ties); a warning names the ports it
 // is wrong for.
 void choose_gid_index(const std::vector<Member>& ms, const std::string& segment, Selection& out) {
+  // `segment`: the fabric's segment, or the one covering all its rails.
   std::map<int, int> count;
   for (const auto& m : ms) ++count[m.gid_index];
   int idx = ms.front().gid_index, n = 0;
@@ -590,7 +691,7 @@ void choose_gid_index(const std::vector<Member>& ms, const std::string& segment,
   }
   warn(out, "fabric ports disagree on the RoCE v2 GID index: NCCL_IB_GID_INDEX=" + std::to_string(idx) +
                 " is wrong for " + join(differ) + "; with NCCL >= 2.21 set NCCL_IB_ADDR_RANGE=" + segment +
-                " instead, which selects the GID per device");
+                " instead, which selects the GID per device (each port's index is in fabric.rails)");
   reason(out, "NCCL_IB_GID_INDEX",
          "GID " + std::to_string(idx) + " is the most common RoCE v2 GID index with an address in " +
              segment + " (" + std::to_string(n) + " of " + std::to_string(ms.size()) + " ports)");
@@ -599,28 +700,58 @@ void choose_gid_index(const std::vector<Member>& ms, const std::string& segment,
 void describe_roce(const Group& best, const std::vector<Member>& ms, const std::string& nports,
                    const std::vector<std::string>& excluded, const InspectOptions& opts, Selection& out) {
   const Member& first = ms.front();
-  out.fabric.segment = best.segment;
+  // Rails in network order, each with its ports (not ACTIVE ones too).
+  std::map<std::pair<uint32_t, int>, Rail> by_net;
+  for (const auto& m : best.members) {
+    auto n = parse_ipv4_segment(m.segment).value_or(std::pair<uint32_t, int>{0, 0});
+    Rail& r = by_net[n];
+    r.segment = m.segment;
+    r.ports.push_back({m.key, m.state, m.netdev, ipv4_to_string(m.addr), m.gid_index});
+  }
+  std::vector<std::string> segs;
+  for (auto& [n, r] : by_net) {
+    std::sort(r.ports.begin(), r.ports.end(),
+              [](const RailPort& a, const RailPort& b) { return natural_less(a.port, b.port); });
+    segs.push_back(r.segment);
+    std::vector<std::string> down;
+    for (const auto& p : r.ports)
+      if (p.state != "ACTIVE")
+        down.push_back(p.port + " (" + (p.state.empty() ? "state unknown" : p.state) + ")");
+    if (down.size() == r.ports.size())
+      warn(out, "rail " + r.segment + " has no ACTIVE port: " + join(down) + "; NCCL runs on the other " +
+                    std::to_string(by_net.size() - 1) + " rail(s) until it is back");
+    else if (!down.empty())
+      warn(out, "rail " + r.segment + ": " + join(down) + " not ACTIVE, left out of NCCL_IB_HCA");
+    out.fabric.rails.push_back(std::move(r));
+  }
+  out.fabric.segment = first.segment;
   out.fabric.address = ipv4_to_string(first.addr);
   out.fabric.netdev = first.netdev;
+  std::string seg_text = (segs.size() == 1 ? "segment " : "rail segments ") + join(segs);
   if (!opts.provider_id.empty()) {
     out.fabric.provider_id = opts.provider_id;
-    out.fabric.id = roce_fabric_id(opts.provider_id, best.segment);
+    out.fabric.id = roce_fabric_id(opts.provider_id, segs);
   } else {
-    warn(out, "provider_id is not set in the config; fabric.id is null because segment " + best.segment +
+    warn(out, "provider_id is not set in the config; fabric.id is null because " + seg_text +
                   " alone does not tell two providers' networks apart");
   }
-  reason(out, "fabric",
-         "RoCE: " + nports + " with RoCE v2 GIDs in " + best.segment + " on " +
-             (opts.fabric_netdev.empty() ? "netdev " : "the configured fabric.netdev ") + first.netdev +
-             " (up, holds " + *out.fabric.address + ", no default route)" + not_taken(excluded));
+  std::string where;
+  if (segs.size() == 1)
+    where = "RoCE: " + nports + " with RoCE v2 GIDs in " + segs.front() + " on " +
+            (opts.fabric_netdev.empty() ? "netdev " : "the configured fabric.netdev ") + first.netdev +
+            " (up, holds " + *out.fabric.address + ", no default route)";
+  else
+    where = "RoCE: " + std::to_string(segs.size()) + " rails (" + join(segs) + "), " + nports +
+            ", each with a RoCE v2 GID on an up netdev holding its address, no default route";
+  reason(out, "fabric", where + not_taken(excluded));
   bool internet = std::any_of(excluded.begin(), excluded.end(), [](const std::string& e) {
     return e.find("default route") != std::string::npos;
   });
   reason(out, "NCCL_IB_HCA",
-         "the " + nports +
-             " of the RoCE fabric, '=' for exact names (NCCL prefix-matches otherwise), natural order" +
+         "the " + nports + " of the RoCE fabric" + (segs.size() > 1 ? ", every rail" : "") +
+             ", '=' for exact names (NCCL prefix-matches otherwise), natural order" +
              (internet ? "; internet-facing (default-route) ports left out" : ""));
-  choose_gid_index(ms, best.segment, out);
+  choose_gid_index(ms, covering_segment(segs), out);
 }
 
 }  // namespace
@@ -630,6 +761,7 @@ Selection select_fabric(const std::vector<Hca>& hcas, const NetState& net,
   Selection out;
   out.nccl.socket_ifname = opts.socket_ifname;
   Candidates c = candidate_ports(hcas, net, sm, opts, out);
+  merge_rails(c, out);
   Choice ch = choose_fabric(c.groups);
   if (!ch.best) {
     no_fabric(hcas.empty(), c.excluded, out);

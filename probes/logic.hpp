@@ -43,6 +43,11 @@ std::string gid_subnet_prefix(std::string_view gid);
 std::string ipv4_to_string(uint32_t addr);
 // Network of addr/prefix as "10.20.0.0/16".
 std::string ipv4_segment(uint32_t addr, int prefix_len);
+// "10.20.0.0/16" -> {network, prefix length}; nullopt when not that form.
+std::optional<std::pair<uint32_t, int>> parse_ipv4_segment(std::string_view segment);
+// The smallest segment holding every given one: 10.0.0.0/24 .. 10.0.7.0/24
+// -> 10.0.0.0/21 (what one NCCL_IB_ADDR_RANGE must name for all rails).
+std::string covering_segment(const std::vector<std::string>& segments);
 
 // Text from sysfs is bytes: netdev names, fw_ver, and the garbage a warning
 // echoes may be any byte string. Valid UTF-8 passes through; control bytes
@@ -60,7 +65,9 @@ std::string format_nccl_ib_hca(std::vector<std::string> ports);
 
 // Fabric ids: stable strings built only from the identifying facts.
 std::string infiniband_fabric_id(std::string_view subnet_prefix, uint64_t sm_guid);
-std::string roce_fabric_id(std::string_view provider_id, std::string_view segment);
+// segments: one or more "network/prefix", in the order given (a rail set
+// is ordered by network address): roce:<provider>:10.0.0.0/24,10.0.1.0/24.
+std::string roce_fabric_id(std::string_view provider_id, const std::vector<std::string>& segments);
 std::string format_guid(uint64_t guid);  // 0x0002c90300a1b2c3
 
 // --- network state as rtnetlink reports it --------------------------------

@@ -343,3 +343,67 @@ TEST_CASE("fixture f: the real rxe0 dump on vethA 192.168.77.1/24 is a RoCE fabr
   CHECK(h["ports"][0]["gids"].size() == 2);  // 1022 empty slots skipped
   CHECK(j["counters"]["rxe0:1"]["hw_counters"]["lifespan"] == 12);
 }
+
+namespace {
+
+// The rail host's netdevs: NIC k's on rail k (10.0.k.11/24), the front-end
+// card with the default route.
+void rail_links(Netns& ns) {
+  for (int k = 0; k < 8; ++k)
+    ns.dummy("ens1" + std::to_string(k) + "np0", "10.0." + std::to_string(k) + ".11/24");
+  ns.dummy("ens20f0np0", "198.51.100.30/24");
+  ns.run("ip route add default via 198.51.100.1 dev ens20f0np0");
+}
+
+const char* kRailsId =
+    "roce:prov-r:10.0.0.0/24,10.0.1.0/24,10.0.2.0/24,10.0.3.0/24,10.0.4.0/24,10.0.5.0/24,10.0.6.0/24,"
+    "10.0.7.0/24";
+
+}  // namespace
+
+TEST_CASE("fixture g: 8 rails on 8 subnets are one fabric, every rail NIC in NCCL_IB_HCA") {
+  Netns ns;
+  rail_links(ns);
+  TempConfig cfg("provider_id: prov-r\n");
+  json j = ns.inspect(fx("g-roce-rails"), cfg.arg());
+  CHECK(j["fabric"]["kind"] == "roce");
+  CHECK(j["fabric"]["ports"] == json({"mlx5_0:1", "mlx5_1:1", "mlx5_2:1", "mlx5_3:1", "mlx5_4:1", "mlx5_5:1",
+                                      "mlx5_6:1", "mlx5_7:1"}));
+  CHECK(j["nccl_env"]["NCCL_IB_HCA"] ==
+        "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1");
+  CHECK(j["nccl_env"]["NCCL_IB_GID_INDEX"] == "3");
+  CHECK(j["fabric"]["id"] == kRailsId);
+  CHECK(j["fabric"]["segment"] == "10.0.0.0/24");
+  CHECK(j["fabric"]["address"] == "10.0.0.11");
+  REQUIRE(j["fabric"]["rails"].size() == 8);
+  const json& r5 = j["fabric"]["rails"][5];
+  CHECK(r5["segment"] == "10.0.5.0/24");
+  CHECK(r5["ports"] == json::parse(R"([{"port":"mlx5_5:1","state":"ACTIVE","netdev":"ens15np0",
+                                        "address":"10.0.5.11","gid_index":3}])"));
+  // The front-end card (default route) is no rail, and no warning is needed.
+  CHECK(j["reasons"]["fabric"].get<std::string>().find(
+            "mlx5_8:1 GID 3 (198.51.100.30 on ens20f0np0): carries the "
+            "default route") != std::string::npos);
+  CHECK_FALSE(has_warning(j, "several fabrics"));
+  CHECK_FALSE(has_warning(j, "disagree"));
+  CHECK(j["gpus"]["count"] == 8);
+  for (int k = 0; k < 8; ++k) CHECK(j["gpus"]["devices"][k]["nearest_hca"] == "mlx5_" + std::to_string(k));
+}
+
+TEST_CASE(
+    "fixture h: one rail down keeps the fabric id, leaves NCCL_IB_HCA, and GID indexes that differ are "
+    "named") {
+  Netns ns;
+  rail_links(ns);
+  TempConfig cfg("provider_id: prov-r\n");
+  json j = ns.inspect(fx("h-roce-rails-down"), cfg.arg());
+  CHECK(j["fabric"]["kind"] == "roce");
+  CHECK(j["fabric"]["id"] == kRailsId);  // the same fabric as its healthy peers
+  CHECK(j["nccl_env"]["NCCL_IB_HCA"] == "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1");
+  CHECK(j["fabric"]["rails"][3]["ports"][0]["state"] == "DOWN");
+  CHECK(has_warning(j, "rail 10.0.3.0/24 has no ACTIVE port: mlx5_3:1 (DOWN)"));
+  CHECK(j["nccl_env"]["NCCL_IB_GID_INDEX"] == "3");
+  CHECK(j["fabric"]["rails"][5]["ports"][0]["gid_index"] == 5);
+  CHECK(has_warning(j, "NCCL_IB_GID_INDEX=3 is wrong for mlx5_5:1 (GID 5)"));
+  CHECK(has_warning(j, "NCCL_IB_ADDR_RANGE=10.0.0.0/21"));
+}

@@ -233,15 +233,22 @@ TEST_CASE("RoCE: agreeing ports give no GID warning") {
   CHECK_FALSE(any_contains(s.warnings, "disagree"));
 }
 
-TEST_CASE("RoCE: without the default route on it, the internet card joins as another fabric and loses") {
+TEST_CASE("RoCE: without the default route on it, the slower internet card is no rail and is left out") {
   auto net = roce_net();
   net.default_route_ifs.clear();
   InspectOptions o;
   o.provider_id = "p";
-  auto s = select_fabric(roce_node(), net, {}, o);
+  auto node = roce_node();
+  node[0].ports[0].rate_gbps = 25;  // as fixture b: the internet card at 25G, the fabric at 200G
+  for (size_t i = 1; i < node.size(); ++i) node[i].ports[0].rate_gbps = 200;
+  auto s = select_fabric(node, net, {}, o);
   CHECK(s.fabric.segment == "10.20.0.0/16");
-  CHECK(any_contains(s.warnings, "several fabrics"));
-  CHECK(any_contains(s.warnings, "198.51.100.0/24"));
+  CHECK(s.fabric.id == "roce:p:10.20.0.0/16");
+  CHECK(s.fabric.ports == std::vector<std::string>{"mlx5_1:1", "mlx5_2:1", "mlx5_3:1"});
+  CHECK(any_contains(s.warnings, "RoCE segment 198.51.100.0/24 (mlx5_0:1) left out of the fabric"));
+  // Where rates cannot be compared, it is taken for a rail: the id then says so.
+  auto s2 = select_fabric(roce_node(), net, {}, o);
+  CHECK(s2.fabric.id == "roce:p:10.20.0.0/16,198.51.100.0/24");
 }
 
 TEST_CASE("RoCE: down netdevs, missing addresses and unknown netdevs are not fabric") {
@@ -449,6 +456,49 @@ TEST_CASE("InfiniBand: SM GUID unknown gives a null id and the reason") {
   CHECK_FALSE(s.fabric.id);
   CHECK_FALSE(s.fabric.sm_guid);
   CHECK(any_contains(s.warnings, "sm_guid unknown: umad_open_port: No such device"));
+}
+
+TEST_CASE("IPv4 segments and the one covering them") {
+  CHECK(parse_ipv4_segment("10.0.3.0/24") == std::pair<uint32_t, int>{ip("10.0.3.0"), 24});
+  CHECK(parse_ipv4_segment("10.0.3.7/24") == std::pair<uint32_t, int>{ip("10.0.3.0"), 24});
+  CHECK_FALSE(parse_ipv4_segment("10.0.3/24"));
+  CHECK_FALSE(parse_ipv4_segment("10.0.3.0/33"));
+  CHECK_FALSE(parse_ipv4_segment("10.0.3.256/24"));
+  CHECK(covering_segment({"10.0.0.0/24", "10.0.7.0/24", "10.0.3.0/24"}) == "10.0.0.0/21");
+  CHECK(covering_segment({"10.0.8.0/24", "10.0.9.0/24"}) == "10.0.8.0/23");
+  CHECK(covering_segment({"10.20.0.0/16"}) == "10.20.0.0/16");
+  CHECK(covering_segment({"10.0.0.0/24", "192.168.0.0/24"}) == "0.0.0.0/0");
+  CHECK(roce_fabric_id("p", {"10.0.0.0/24", "10.0.1.0/24"}) == "roce:p:10.0.0.0/24,10.0.1.0/24");
+}
+
+TEST_CASE("RoCE: rails on their own segments are one fabric, a slower segment is not a rail") {
+  std::vector<Hca> hcas;
+  NetState net;
+  for (int k = 0; k < 4; ++k) {
+    std::string nd = "rail" + std::to_string(k);
+    std::string addr = "10.0." + std::to_string(k) + ".11";
+    Port p = roce_port(nd, gids_with(nd, addr.c_str(), false), k == 2 ? "DOWN" : "ACTIVE");
+    p.rate_gbps = 400;
+    hcas.push_back(hca("mlx5_" + std::to_string(k), {p}));
+    net.links.push_back(up_link(nd, addr.c_str(), 24));
+  }
+  Port slow = roce_port("mgmt0", gids_with("mgmt0", "172.16.0.5", false));
+  slow.rate_gbps = 25;
+  hcas.push_back(hca("mlx5_9", {slow}));
+  net.links.push_back(up_link("mgmt0", "172.16.0.5", 16));
+  InspectOptions o;
+  o.provider_id = "p";
+  auto s = select_fabric(hcas, net, {}, o);
+  CHECK(s.fabric.kind == "roce");
+  CHECK(s.fabric.ports == std::vector<std::string>{"mlx5_0:1", "mlx5_1:1", "mlx5_3:1"});
+  // The DOWN rail stays in the id: a link going down does not move the host to another fabric.
+  CHECK(s.fabric.id == "roce:p:10.0.0.0/24,10.0.1.0/24,10.0.2.0/24,10.0.3.0/24");
+  REQUIRE(s.fabric.rails.size() == 4);
+  CHECK(s.fabric.rails[2].ports[0].state == "DOWN");
+  CHECK(any_contains(s.warnings, "rail 10.0.2.0/24 has no ACTIVE port: mlx5_2:1 (DOWN)"));
+  CHECK(any_contains(
+      s.warnings, "RoCE segment 172.16.0.0/16 (mlx5_9:1) left out of the fabric: 25 Gb/s against 400 Gb/s"));
+  CHECK_FALSE(any_contains(s.warnings, "several fabrics"));
 }
 
 TEST_CASE("no HCAs: kind none, NCCL_SOCKET_IFNAME still set") {
