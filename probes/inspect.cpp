@@ -7,6 +7,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "probes/logic.hpp"
 #include "probes/netlink_io.hpp"
@@ -14,6 +15,73 @@
 #include "probes/umad_io.hpp"
 
 namespace fa::probes {
+
+namespace {
+
+// PFC/ETS/APP over DCB netlink and ECN from sysfs for each RoCE fabric port
+// (queried on the port's own netdev: a VLAN over it has no DCB of its own),
+// then one verdict for the fabric and the NCCL_IB_TC its ports agree on.
+void check_lossless(const InspectOptions& opts, Report& r) {
+  Fabric& f = r.fabric;
+  if (f.kind == "infiniband") {
+    f.lossless = "yes";
+    f.lossless_reason = "InfiniBand: credit-based link-level flow control, lossless by design";
+    return;
+  }
+  if (f.kind != "roce") return;
+  auto port_netdev = [&](const RailPort& rp) {
+    for (const auto& h : r.hcas)
+      for (const auto& p : h.ports)
+        if (h.name + ":" + std::to_string(p.port) == rp.port && !p.netdev.empty()) return p.netdev;
+    return rp.netdev;
+  };
+  std::vector<std::string> nds;
+  for (const auto& rl : f.rails)
+    for (const auto& rp : rl.ports) nds.push_back(port_netdev(rp));
+  auto dcb = read_dcb(nds);
+  std::vector<std::string> no, unknown;
+  std::set<int> tcs;
+  size_t yes = 0;
+  for (auto& rl : f.rails)
+    for (auto& rp : rl.ports) {
+      std::string nd = port_netdev(rp);
+      rp.lossless = lossless_verdict(nd, dcb.at(nd), read_ecn(opts.sysfs_root, nd));
+      if (std::find(f.ports.begin(), f.ports.end(), rp.port) == f.ports.end()) continue;  // not ACTIVE
+      if (rp.lossless->state == "yes") {
+        ++yes;
+        if (rp.lossless->nccl_ib_tc) tcs.insert(*rp.lossless->nccl_ib_tc);
+      } else {
+        (rp.lossless->state == "no" ? no : unknown).push_back(rp.port + ": " + rp.lossless->reason);
+      }
+    }
+  if (!no.empty()) {
+    f.lossless = "no";
+    f.lossless_reason = "not lossless: " + no.front() +
+                        (no.size() > 1 ? " (and " + std::to_string(no.size() - 1) + " more port(s))" : "");
+    r.warnings.push_back(
+        "RoCE fabric is not lossless: a switch without lossless queueing (PFC/ECN) carries no RDMA "
+        "and NCCL drops to TCP; " +
+        no.front());
+  } else if (!unknown.empty()) {
+    f.lossless_reason =
+        unknown.front() +
+        (unknown.size() > 1 ? " (and " + std::to_string(unknown.size() - 1) + " more port(s))" : "");
+  } else if (yes > 0) {
+    f.lossless = "yes";
+    f.lossless_reason = "PFC on every fabric port";
+  }
+  if (tcs.size() == 1 && f.lossless == "yes") {
+    r.nccl.ib_tc = std::to_string(*tcs.begin());
+    r.reasons.emplace_back("NCCL_IB_TC",
+                           "the traffic class whose DSCP every fabric port maps to its PFC priority");
+  } else if (tcs.size() > 1) {
+    r.warnings.push_back(
+        "fabric ports map different DSCPs to their PFC priority: no single NCCL_IB_TC reaches "
+        "every port's lossless queue");
+  }
+}
+
+}  // namespace
 
 Report discover(const InspectOptions& opts) {
   Report r;
@@ -69,6 +137,8 @@ Report discover(const InspectOptions& opts) {
   r.nccl = std::move(s.nccl);
   r.reasons = std::move(s.reasons);
   r.warnings.insert(r.warnings.end(), s.warnings.begin(), s.warnings.end());
+
+  check_lossless(opts, r);
 
   assign_nearest_hcas(gpus, r.hcas, r.fabric.ports);
   r.gpus.devices = std::move(gpus);
@@ -140,6 +210,34 @@ std::string printable_lines(const std::string& s) {
 }
 
 json opt_str(const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); }
+
+template <class T>
+json opt_vec(const std::optional<std::vector<T>>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+json per_prio(const std::map<int, uint64_t>& m) {
+  json o = json::object();
+  for (const auto& [k, v] : m) o[std::to_string(k)] = v;
+  return o;
+}
+
+json lossless_json(const Lossless& l) {
+  json dscp = json::object();
+  for (const auto& [d, p] : l.dscp_priority) dscp[std::to_string(d)] = p;
+  return {{"state", l.state},
+          {"reason", l.reason},
+          {"pfc_priorities", l.pfc_priorities},
+          {"pfc_requests", per_prio(l.pfc_requests)},
+          {"pfc_indications", per_prio(l.pfc_indications)},
+          {"prio_tc", opt_vec(l.prio_tc)},
+          {"tc_tsa", opt_vec(l.tc_tsa)},
+          {"tc_tx_bw", opt_vec(l.tc_tx_bw)},
+          {"dscp_priority", dscp},
+          {"ecn_np", opt_vec(l.ecn_np)},
+          {"ecn_rp", opt_vec(l.ecn_rp)},
+          {"nccl_ib_tc", l.nccl_ib_tc ? json(*l.nccl_ib_tc) : json(nullptr)}};
+}
 json str_or_null(const std::string& v) { return v.empty() ? json(nullptr) : json(v); }
 template <class T>
 json opt_num(const std::optional<T>& v) {
@@ -194,7 +292,8 @@ json to_json(const Report& r) {
                     {"state", str_or_null(p.state)},
                     {"netdev", str_or_null(p.netdev)},
                     {"address", p.address},
-                    {"gid_index", p.gid_index}});
+                    {"gid_index", p.gid_index},
+                    {"lossless", p.lossless ? lossless_json(*p.lossless) : json(nullptr)}});
     rails.push_back({{"segment", rl.segment}, {"ports", std::move(ps)}});
   }
   json fabric = {{"kind", f.kind},
@@ -209,9 +308,12 @@ json to_json(const Report& r) {
                  {"segment", opt_str(f.segment)},
                  {"address", opt_str(f.address)},
                  {"netdev", opt_str(f.netdev)},
-                 {"provider_id", opt_str(f.provider_id)}};
+                 {"provider_id", opt_str(f.provider_id)},
+                 {"lossless", f.lossless},
+                 {"lossless_reason", str_or_null(f.lossless_reason)}};
   json nccl = {{"NCCL_IB_HCA", opt_str(r.nccl.ib_hca)},
                {"NCCL_IB_GID_INDEX", opt_str(r.nccl.ib_gid_index)},
+               {"NCCL_IB_TC", opt_str(r.nccl.ib_tc)},
                {"NCCL_SOCKET_IFNAME", r.nccl.socket_ifname}};
   json devs = json::array();
   for (const auto& g : r.gpus.devices)
@@ -258,11 +360,15 @@ std::string to_table(const Report& r) {
         for (const auto& p : rl.ports)
           ps += (ps.empty() ? "" : ", ") + p.port + " " + p.netdev + " " + p.address + " GID " +
                 std::to_string(p.gid_index) +
-                (p.state == "ACTIVE" ? "" : " " + (p.state.empty() ? "?" : p.state));
+                (p.state == "ACTIVE" ? "" : " " + (p.state.empty() ? "?" : p.state)) +
+                (p.lossless ? " lossless " + p.lossless->state : "");
         appendf(out, "            %-18s %s\n", rl.segment.c_str(), ps.c_str());
       }
     }
   }
+  if (f.kind != "none")
+    appendf(out, "          lossless %s%s%s\n", f.lossless.c_str(), f.lossless_reason.empty() ? "" : ": ",
+            f.lossless_reason.c_str());
   out += "\n";
   if (r.hcas.empty()) {
     out += "no RDMA devices\n";
@@ -299,6 +405,7 @@ std::string to_table(const Report& r) {
   out += "\n";
   appendf(out, "NCCL_IB_HCA=%s\n", r.nccl.ib_hca.value_or("(unset)").c_str());
   if (r.nccl.ib_gid_index) appendf(out, "NCCL_IB_GID_INDEX=%s\n", r.nccl.ib_gid_index->c_str());
+  if (r.nccl.ib_tc) appendf(out, "NCCL_IB_TC=%s\n", r.nccl.ib_tc->c_str());
   appendf(out, "NCCL_SOCKET_IFNAME=%s\n", r.nccl.socket_ifname.c_str());
   if (!r.reasons.empty()) {
     out += "\nwhy:\n";

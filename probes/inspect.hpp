@@ -81,13 +81,30 @@ struct SubnetManager {
   std::string state;  // master | standby | discovering | not active
 };
 
+// Can this port's path carry RDMA? A switch without lossless queueing
+// (PFC, with ECN for congestion) drops RoCE under load and NCCL falls back
+// to TCP.
+struct Lossless {
+  std::string state = "unknown";  // yes | no | unknown
+  std::string reason;
+  std::vector<int> pfc_priorities;                        // priorities PFC keeps lossless
+  std::map<int, uint64_t> pfc_requests, pfc_indications;  // pause frames sent / received, per priority
+  std::optional<std::vector<int>> prio_tc;                // ETS: traffic class of each priority
+  std::optional<std::vector<std::string>> tc_tsa;  // ETS: per traffic class: strict | ets | cbs | vendor
+  std::optional<std::vector<int>> tc_tx_bw;        // ETS: bandwidth share of each traffic class, %
+  std::map<int, int> dscp_priority;                // APP table: DSCP -> priority
+  std::optional<std::vector<int>> ecn_np, ecn_rp;  // priorities with ECN on (mlx5 sysfs)
+  std::optional<int> nccl_ib_tc;  // the IP traffic class reaching the PFC priority (DSCP << 2)
+};
+
 // One port of a RoCE rail (one IPv4 segment of the fabric).
 struct RailPort {
-  std::string port;     // dev:port
-  std::string state;    // ACTIVE, DOWN, ...
-  std::string netdev;   // the GID's netdev
-  std::string address;  // its address in the rail's segment
-  int gid_index = -1;   // the RoCE v2 GID holding that address
+  std::string port;                  // dev:port
+  std::string state;                 // ACTIVE, DOWN, ...
+  std::string netdev;                // the GID's netdev
+  std::string address;               // its address in the rail's segment
+  int gid_index = -1;                // the RoCE v2 GID holding that address
+  std::optional<Lossless> lossless;  // set by discover() for the fabric's ports
 };
 
 struct Rail {
@@ -115,11 +132,16 @@ struct Fabric {
   std::optional<std::string> address;  // 10.20.0.11
   std::optional<std::string> netdev;
   std::optional<std::string> provider_id;
+  // Every fabric port's path lossless (InfiniBand: by design), none of
+  // them (no), or not known for some; per port in rails[].ports[].lossless.
+  std::string lossless = "unknown";
+  std::string lossless_reason;
 };
 
 struct NcclEnv {
   std::optional<std::string> ib_hca;        // =mlx5_0:1,mlx5_1:1
   std::optional<std::string> ib_gid_index;  // RoCE only
+  std::optional<std::string> ib_tc;         // RoCE: the traffic class of the PFC priority
   std::string socket_ifname = "wg0";
 };
 

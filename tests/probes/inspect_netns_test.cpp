@@ -378,8 +378,22 @@ TEST_CASE("fixture g: 8 rails on 8 subnets are one fabric, every rail NIC in NCC
   REQUIRE(j["fabric"]["rails"].size() == 8);
   const json& r5 = j["fabric"]["rails"][5];
   CHECK(r5["segment"] == "10.0.5.0/24");
-  CHECK(r5["ports"] == json::parse(R"([{"port":"mlx5_5:1","state":"ACTIVE","netdev":"ens15np0",
-                                        "address":"10.0.5.11","gid_index":3}])"));
+  REQUIRE(r5["ports"].size() == 1);
+  json p5 = r5["ports"][0];
+  CHECK(p5["port"] == "mlx5_5:1");
+  CHECK(p5["state"] == "ACTIVE");
+  CHECK(p5["netdev"] == "ens15np0");
+  CHECK(p5["address"] == "10.0.5.11");
+  CHECK(p5["gid_index"] == 3);
+  // The netdevs here are dummies or veths: no DCB in their driver, so
+  // lossless is unknown and says why; mlx5's ECN switches come from sysfs.
+  CHECK(p5["lossless"]["state"] == "unknown");
+  CHECK(p5["lossless"]["reason"].get<std::string>().find("ens15np0: the driver has no DCB support") !=
+        std::string::npos);
+  CHECK(p5["lossless"]["ecn_np"] == json({3}));
+  CHECK(p5["lossless"]["ecn_rp"] == json({3}));
+  CHECK(j["fabric"]["lossless"] == "unknown");
+  CHECK(j["nccl_env"]["NCCL_IB_TC"].is_null());
   // The front-end card (default route) is no rail, and no warning is needed.
   CHECK(j["reasons"]["fabric"].get<std::string>().find(
             "mlx5_8:1 GID 3 (198.51.100.30 on ens20f0np0): carries the "
@@ -406,4 +420,31 @@ TEST_CASE(
   CHECK(j["fabric"]["rails"][5]["ports"][0]["gid_index"] == 5);
   CHECK(has_warning(j, "NCCL_IB_GID_INDEX=3 is wrong for mlx5_5:1 (GID 5)"));
   CHECK(has_warning(j, "NCCL_IB_ADDR_RANGE=10.0.0.0/21"));
+  CHECK(j["fabric"]["rails"][6]["ports"][0]["lossless"]["ecn_np"] == json::array());
+}
+
+TEST_CASE("DCB on a real veth: lossless is unknown with the driver's answer, on InfiniBand yes by design") {
+  Netns ns;
+  ns.run("ip link add vethA type veth peer name vethB");
+  ns.run("ip addr add 192.168.77.1/24 dev vethA");
+  ns.run("ip link set vethA up");
+  ns.run("ip link set vethB up");
+  TempConfig cfg("provider_id: lab\n");
+  json j = ns.inspect(fx("f-rxe"), cfg.arg());
+  REQUIRE(j["fabric"]["kind"] == "roce");
+  const json& l = j["fabric"]["rails"][0]["ports"][0]["lossless"];
+  CHECK(l["state"] == "unknown");
+  CHECK(l["reason"] ==
+        "vethA: the driver has no DCB support (RTM_GETDCB: Operation not supported), so PFC and "
+        "the priority map cannot be read");
+  CHECK(l["ecn_np"].is_null());  // rxe over a veth: no ECN switches in sysfs
+  CHECK(l["pfc_priorities"] == json::array());
+  CHECK(j["fabric"]["lossless"] == "unknown");
+  CHECK(j["fabric"]["lossless_reason"].get<std::string>().find(
+            "rxe0:1: vethA: the driver has no DCB support") != std::string::npos);
+  CHECK_FALSE(has_warning(j, "not lossless"));
+
+  auto cfg2 = empty_config();
+  json ib = ns.inspect(fx("a-ib-8gpu"), cfg2.arg());
+  CHECK(ib["fabric"]["lossless"] == "yes");
 }
