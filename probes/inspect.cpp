@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "probes/lldp_io.hpp"
 #include "probes/logic.hpp"
 #include "probes/netlink_io.hpp"
 #include "probes/sysfs_io.hpp"
@@ -17,6 +18,14 @@
 namespace fa::probes {
 
 namespace {
+
+// A rail port's own netdev (DCB and LLDP live there, not on a VLAN over it).
+std::string port_netdev(const Report& r, const RailPort& rp) {
+  for (const auto& h : r.hcas)
+    for (const auto& p : h.ports)
+      if (h.name + ":" + std::to_string(p.port) == rp.port && !p.netdev.empty()) return p.netdev;
+  return rp.netdev;
+}
 
 // PFC/ETS/APP over DCB netlink and ECN from sysfs for each RoCE fabric port
 // (queried on the port's own netdev: a VLAN over it has no DCB of its own),
@@ -29,22 +38,16 @@ void check_lossless(const InspectOptions& opts, Report& r) {
     return;
   }
   if (f.kind != "roce") return;
-  auto port_netdev = [&](const RailPort& rp) {
-    for (const auto& h : r.hcas)
-      for (const auto& p : h.ports)
-        if (h.name + ":" + std::to_string(p.port) == rp.port && !p.netdev.empty()) return p.netdev;
-    return rp.netdev;
-  };
   std::vector<std::string> nds;
   for (const auto& rl : f.rails)
-    for (const auto& rp : rl.ports) nds.push_back(port_netdev(rp));
+    for (const auto& rp : rl.ports) nds.push_back(port_netdev(r, rp));
   auto dcb = read_dcb(nds);
   std::vector<std::string> no, unknown;
   std::set<int> tcs;
   size_t yes = 0;
   for (auto& rl : f.rails)
     for (auto& rp : rl.ports) {
-      std::string nd = port_netdev(rp);
+      std::string nd = port_netdev(r, rp);
       rp.lossless = lossless_verdict(nd, dcb.at(nd), read_ecn(opts.sysfs_root, nd));
       if (std::find(f.ports.begin(), f.ports.end(), rp.port) == f.ports.end()) continue;  // not ACTIVE
       if (rp.lossless->state == "yes") {
@@ -79,6 +82,22 @@ void check_lossless(const InspectOptions& opts, Report& r) {
         "fabric ports map different DSCPs to their PFC priority: no single NCCL_IB_TC reaches "
         "every port's lossless queue");
   }
+}
+
+// The switch port behind each RoCE rail port, from lldpd where it runs.
+void read_switches(const InspectOptions& opts, Report& r) {
+  Fabric& f = r.fabric;
+  if (f.kind != "roce") return;
+  auto nb = read_lldp_neighbors(opts.lldpd_socket);
+  if (!nb) {
+    f.lldp_reason = nb.error().message;
+    return;
+  }
+  for (auto& rl : f.rails)
+    for (auto& rp : rl.ports) {
+      auto it = nb->find(port_netdev(r, rp));
+      rp.lldp = it == nb->end() ? std::vector<LldpNeighbor>{} : it->second;
+    }
 }
 
 }  // namespace
@@ -139,6 +158,7 @@ Report discover(const InspectOptions& opts) {
   r.warnings.insert(r.warnings.end(), s.warnings.begin(), s.warnings.end());
 
   check_lossless(opts, r);
+  read_switches(opts, r);
 
   assign_nearest_hcas(gpus, r.hcas, r.fabric.ports);
   r.gpus.devices = std::move(gpus);
@@ -209,6 +229,7 @@ std::string printable_lines(const std::string& s) {
   return out;
 }
 
+json str_or_null(const std::string& v) { return v.empty() ? json(nullptr) : json(v); }
 json opt_str(const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); }
 
 template <class T>
@@ -220,6 +241,18 @@ json per_prio(const std::map<int, uint64_t>& m) {
   json o = json::object();
   for (const auto& [k, v] : m) o[std::to_string(k)] = v;
   return o;
+}
+
+json lldp_json(const std::vector<LldpNeighbor>& v) {
+  json a = json::array();
+  for (const auto& n : v)
+    a.push_back({{"chassis_id", n.chassis_id},
+                 {"chassis_id_subtype", str_or_null(n.chassis_id_subtype)},
+                 {"system_name", str_or_null(n.system_name)},
+                 {"port_id", n.port_id},
+                 {"port_id_subtype", str_or_null(n.port_id_subtype)},
+                 {"port_descr", str_or_null(n.port_descr)}});
+  return a;
 }
 
 json lossless_json(const Lossless& l) {
@@ -238,7 +271,6 @@ json lossless_json(const Lossless& l) {
           {"ecn_rp", opt_vec(l.ecn_rp)},
           {"nccl_ib_tc", l.nccl_ib_tc ? json(*l.nccl_ib_tc) : json(nullptr)}};
 }
-json str_or_null(const std::string& v) { return v.empty() ? json(nullptr) : json(v); }
 template <class T>
 json opt_num(const std::optional<T>& v) {
   return v ? json(*v) : json(nullptr);
@@ -293,7 +325,8 @@ json to_json(const Report& r) {
                     {"netdev", str_or_null(p.netdev)},
                     {"address", p.address},
                     {"gid_index", p.gid_index},
-                    {"lossless", p.lossless ? lossless_json(*p.lossless) : json(nullptr)}});
+                    {"lossless", p.lossless ? lossless_json(*p.lossless) : json(nullptr)},
+                    {"lldp", p.lldp ? lldp_json(*p.lldp) : json(nullptr)}});
     rails.push_back({{"segment", rl.segment}, {"ports", std::move(ps)}});
   }
   json fabric = {{"kind", f.kind},
@@ -310,7 +343,8 @@ json to_json(const Report& r) {
                  {"netdev", opt_str(f.netdev)},
                  {"provider_id", opt_str(f.provider_id)},
                  {"lossless", f.lossless},
-                 {"lossless_reason", str_or_null(f.lossless_reason)}};
+                 {"lossless_reason", str_or_null(f.lossless_reason)},
+                 {"lldp_reason", str_or_null(f.lldp_reason)}};
   json nccl = {{"NCCL_IB_HCA", opt_str(r.nccl.ib_hca)},
                {"NCCL_IB_GID_INDEX", opt_str(r.nccl.ib_gid_index)},
                {"NCCL_IB_TC", opt_str(r.nccl.ib_tc)},
@@ -353,18 +387,25 @@ std::string to_table(const Report& r) {
     appendf(out, "          segment %s  address %s on %s  provider %s\n", f.segment.value_or("-").c_str(),
             f.address.value_or("-").c_str(), f.netdev.value_or("-").c_str(),
             f.provider_id.value_or("(unset)").c_str());
-    if (f.rails.size() > 1) {
-      appendf(out, "          %zu rails:\n", f.rails.size());
+    if (!f.rails.empty()) {
+      appendf(out, "          %zu rail%s:\n", f.rails.size(), f.rails.size() == 1 ? "" : "s");
       for (const auto& rl : f.rails) {
         std::string ps;
         for (const auto& p : rl.ports)
           ps += (ps.empty() ? "" : ", ") + p.port + " " + p.netdev + " " + p.address + " GID " +
                 std::to_string(p.gid_index) +
                 (p.state == "ACTIVE" ? "" : " " + (p.state.empty() ? "?" : p.state)) +
-                (p.lossless ? " lossless " + p.lossless->state : "");
+                (p.lossless ? " lossless " + p.lossless->state : "") +
+                (p.lldp && !p.lldp->empty()
+                     ? " switch " +
+                           (p.lldp->front().system_name.empty() ? p.lldp->front().chassis_id
+                                                                : p.lldp->front().system_name) +
+                           " " + p.lldp->front().port_id
+                     : "");
         appendf(out, "            %-18s %s\n", rl.segment.c_str(), ps.c_str());
       }
     }
+    if (!f.lldp_reason.empty()) appendf(out, "          switches unknown: %s\n", f.lldp_reason.c_str());
   }
   if (f.kind != "none")
     appendf(out, "          lossless %s%s%s\n", f.lossless.c_str(), f.lossless_reason.empty() ? "" : ": ",

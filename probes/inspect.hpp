@@ -23,6 +23,7 @@ struct InspectOptions {
   std::vector<std::string> hcas;      // optional allow-list (config fabric.hcas)
   std::string socket_ifname = "wg0";  // NCCL_SOCKET_IFNAME (config overlay.interface)
   bool query_sm = true;               // SMInfo MAD to the SM (InfiniBand only)
+  std::string lldpd_socket;           // lldpd's control socket (config fabric.lldpd_socket); "": default
 };
 
 struct Gid {
@@ -97,6 +98,16 @@ struct Lossless {
   std::optional<int> nccl_ib_tc;  // the IP traffic class reaching the PFC priority (DSCP << 2)
 };
 
+// The other end of a fabric netdev's link as LLDP tells it (lldpd).
+struct LldpNeighbor {
+  std::string chassis_id;          // e.g. the switch's MAC, 0c:42:a1:00:00:01
+  std::string chassis_id_subtype;  // mac | ifname | local | ...
+  std::string system_name;         // leaf-07
+  std::string port_id;             // Ethernet1/7, swp7, or a MAC
+  std::string port_id_subtype;
+  std::string port_descr;
+};
+
 // One port of a RoCE rail (one IPv4 segment of the fabric).
 struct RailPort {
   std::string port;                  // dev:port
@@ -105,6 +116,9 @@ struct RailPort {
   std::string address;               // its address in the rail's segment
   int gid_index = -1;                // the RoCE v2 GID holding that address
   std::optional<Lossless> lossless;  // set by discover() for the fabric's ports
+  // lldpd's neighbours on the port's netdev; nullopt where lldpd could not
+  // be asked (Fabric::lldp_reason says why).
+  std::optional<std::vector<LldpNeighbor>> lldp;
 };
 
 struct Rail {
@@ -136,6 +150,7 @@ struct Fabric {
   // them (no), or not known for some; per port in rails[].ports[].lossless.
   std::string lossless = "unknown";
   std::string lossless_reason;
+  std::string lldp_reason;  // RoCE: why there are no LLDP neighbours to report, "" when lldpd answered
 };
 
 struct NcclEnv {

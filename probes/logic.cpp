@@ -706,7 +706,8 @@ void describe_roce(const Group& best, const std::vector<Member>& ms, const std::
     auto n = parse_ipv4_segment(m.segment).value_or(std::pair<uint32_t, int>{0, 0});
     Rail& r = by_net[n];
     r.segment = m.segment;
-    r.ports.push_back({m.key, m.state, m.netdev, ipv4_to_string(m.addr), m.gid_index, std::nullopt});
+    r.ports.push_back(
+        {m.key, m.state, m.netdev, ipv4_to_string(m.addr), m.gid_index, std::nullopt, std::nullopt});
   }
   std::vector<std::string> segs;
   for (auto& [n, r] : by_net) {
