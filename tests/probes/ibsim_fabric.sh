@@ -37,6 +37,9 @@ else
 fi
 
 TAG="faib$$"
+# Every wait is bounded in seconds, not in tries: on a loaded machine one
+# sminfo or a sweep of OpenSM takes seconds (a quiet run takes ~15 s in all).
+WAIT=60
 WORK=$(mktemp -d /tmp/fa-ibsim-XXXXXX)
 declare -A NSOF PIDS
 fail() {
@@ -79,10 +82,18 @@ fabric() {
     done
   } > "$WORK/$f/net"
   # Fast takeover: the standby polls the master every 500 ms, twice.
-  printf 'sminfo_polling_timeout 500\npolling_retry_number 2\nsweep_interval 1\n' > "$WORK/$f/opensm.conf"
+  # No sweep on a trap, a heavy sweep every second instead: a starting SM
+  # sends trap 144 as it sets IsSM, the master's sweep then asks it for
+  # SMInfo within a millisecond, and a starting OpenSM on libumad2sim can
+  # lose that request; libumad2sim times out no MAD, so the master's sweep
+  # would wait for the answer for good. A sweep at any other moment is
+  # answered; the heavy one is where a master finds a new SM.
+  printf 'sminfo_polling_timeout 500\npolling_retry_number 2\nsweep_interval 1\nsweep_on_trap FALSE\nforce_heavy_sweep TRUE\n' \
+    >"$WORK/$f/opensm.conf"
   ip netns exec "${NSOF[$f]}" env IBSIM_SOCKNAME="$TAG-$f" ibsim -s -n "$WORK/$f/net" >"$WORK/$f/ibsim.log" 2>&1 &
   PIDS[ibsim-$f]=$!
-  for _ in $(seq 1 100); do grep -q "simulator ready" "$WORK/$f/ibsim.log" && return 0; sleep 0.05; done
+  local end=$((SECONDS + WAIT))
+  while [ "$SECONDS" -lt "$end" ]; do grep -q "simulator ready" "$WORK/$f/ibsim.log" && return 0; sleep 0.05; done
   fail "ibsim of fabric $f did not start: $(cat "$WORK/$f/ibsim.log")"
 }
 
@@ -107,12 +118,12 @@ sm() {
 # sminfo from a host, once the SM at its SM LID answers as master.
 #   master_of F HOST -> "sm lid 1 sm guid 0x2c90300a10001, ... state 3 SMINFO_MASTER"
 master_of() {
-  local f=$1 h=$2 out
-  for _ in $(seq 1 100); do
+  local f=$1 h=$2 out end=$((SECONDS + WAIT))
+  while [ "$SECONDS" -lt "$end" ]; do
     out=$(cd "$WORK" && on "$f" "$h" sminfo 2>/dev/null) && [[ $out == *SMINFO_MASTER* ]] && { echo "$out"; return 0; }
     sleep 0.1
   done
-  fail "no master SM seen from $f-$h: $out"
+  fail "no master SM seen from $f-$h within $WAIT s: $out"
 }
 
 # The SA's SMInfoRecord table as saquery prints it: "GUID state" per SM.
@@ -209,9 +220,15 @@ failover)
   sm a 2 5
   # The master lists the standby once it has polled it (state 2).
   want=$'0x0002c90300a10001 3\n0x0002c90300a10003 2'
-  for _ in $(seq 1 100); do [ "$(sa_sms a host1)" = "$want" ] && break; sleep 0.1; done
-  [ "$(sa_sms a host1)" = "$want" ] || fail "the SA never listed the standby: $(sa_sms a host1)"
+  end=$((SECONDS + WAIT))
+  while [ "$SECONDS" -lt "$end" ] && [ "$(sa_sms a host1)" != "$want" ]; do sleep 0.1; done
+  [ "$(sa_sms a host1)" = "$want" ] || fail "the SA did not list the standby within $WAIT s: $(sa_sms a host1)"
   before=$(master_of a host1)
+  # The table names both SMs, master first, at a glance.
+  host_tree a host1 "$WORK/a/tree-host1"
+  table=$(cd "$WORK" && on a host1 "$BIN" inspect --sysfs-root "$WORK/a/tree-host1" --config "$WORK/empty.yaml")
+  grep -qF "SMs 0x0002c90300a10001 master p10, 0x0002c90300a10003 standby p5" <<<"$table" ||
+    fail "the table does not list both SMs: $table"
   declare -A ID
   for h in host1 host2 host3; do
     doc=$(inspect a "$h")
@@ -223,7 +240,8 @@ failover)
   kill -9 "${PIDS[sm-a-1]}"
   unset 'PIDS[sm-a-1]'
   # The standby takes over: sminfo from every host answers with its GUID.
-  for _ in $(seq 1 100); do
+  end=$((SECONDS + WAIT))
+  while [ "$SECONDS" -lt "$end" ]; do
     after=$(master_of a host1)
     [[ $after == *"sm guid 0x2c90300a10003"* ]] && break
     sleep 0.1

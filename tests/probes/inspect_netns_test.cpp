@@ -428,6 +428,19 @@ TEST_CASE(
   CHECK(has_warning(j, "NCCL_IB_GID_INDEX=3 is wrong for mlx5_5:1 (GID 5)"));
   CHECK(has_warning(j, "NCCL_IB_ADDR_RANGE=10.0.0.0/21"));
   CHECK(j["fabric"]["rails"][6]["ports"][0]["lossless"]["ecn_np"] == json::array());
+
+  // The table shows the rails, the one down and the lossless verdict at a glance.
+  Run t = capture("ip netns exec " + ns.name() + " " + binary() + " inspect --sysfs-root " +
+                  fx("h-roce-rails-down") + " " + cfg.arg());
+  REQUIRE(t.rc == 0);
+  CHECK(t.out.find("          8 rails:\n") != std::string::npos);
+  CHECK(t.out.find(
+            "            10.0.3.0/24        mlx5_3:1 ens13np0 10.0.3.11 GID 3 DOWN lossless unknown\n") !=
+        std::string::npos);
+  CHECK(t.out.find("            10.0.5.0/24        mlx5_5:1 ens15np0 10.0.5.11 GID 5 lossless unknown\n") !=
+        std::string::npos);
+  CHECK(t.out.find("          lossless unknown: mlx5_0:1: ens10np0: the driver has no DCB support") !=
+        std::string::npos);
 }
 
 TEST_CASE("DCB on a real veth: lossless is unknown with the driver's answer, on InfiniBand yes by design") {
