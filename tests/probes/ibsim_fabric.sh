@@ -27,13 +27,18 @@ for t in ibsim opensm sminfo saquery python3 ip; do
   command -v "$t" >/dev/null || { echo "ibsim: FAIL: $t is missing (scripts/deps.sh --test installs it)" >&2; exit 1; }
 done
 [ -e "$UMAD2SIM" ] || { echo "ibsim: FAIL: $UMAD2SIM is missing (package libumad2sim0)" >&2; exit 1; }
-# Under AddressSanitizer the runtime must come first among the preloads.
-if ldd "$BIN" | grep -q libasan; then
-  PRELOAD="$(ldd "$BIN" | awk '/libasan/ {print $3}'):$UMAD2SIM"
-  # libumad2sim's own client state is freed by no one at exit.
+# Under AddressSanitizer the agent needs the runtime first among its
+# preloads; the reference tools (built without it) get libumad2sim alone.
+# awk reads all of ldd's output: `grep -q` would end the pipe early, and
+# under pipefail the answer would be no at random.
+ASAN_LIB=$(ldd "$BIN" | awk '/libasan/ {print $3}')
+AGENT_PRELOAD=$UMAD2SIM
+if [ -n "$ASAN_LIB" ]; then
+  AGENT_PRELOAD="$ASAN_LIB:$UMAD2SIM"
+  # libumad2sim's own client state is freed by no one at exit, and its
+  # read() overreads its own buffer (umad2sim.asan.supp says how).
   export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$(dirname "$0")/umad2sim.supp"
-else
-  PRELOAD=$UMAD2SIM
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}suppressions=$(dirname "$0")/umad2sim.asan.supp"
 fi
 
 TAG="faib$$"
@@ -102,8 +107,11 @@ fabric() {
 on() {
   local f=$1 node=$2
   shift 2
-  ip netns exec "${NSOF[$f]}" env IBSIM_SOCKNAME="$TAG-$f" SIM_HOST="$f-$node" LD_PRELOAD="$PRELOAD" "$@"
+  ip netns exec "${NSOF[$f]}" env IBSIM_SOCKNAME="$TAG-$f" SIM_HOST="$f-$node" LD_PRELOAD="${ON_PRELOAD:-$UMAD2SIM}" "$@"
 }
+# The agent on node NODE of fabric F.
+#   agent_on F NODE ARGS...
+agent_on() { ON_PRELOAD=$AGENT_PRELOAD on "$1" "$2" "$BIN" "${@:3}"; }
 
 #   sm F N PRIORITY: OpenSM on node smN
 sm() {
@@ -160,7 +168,7 @@ EOF
 inspect() {
   local f=$1 h=$2 tree="$WORK/$1/tree-$2"
   host_tree "$f" "$h" "$tree"
-  (cd "$WORK" && on "$f" "$h" "$BIN" inspect --sysfs-root "$tree" --json --config "$WORK/empty.yaml" 2>"$WORK/$f/$h.err") ||
+  (cd "$WORK" && agent_on "$f" "$h" inspect --sysfs-root "$tree" --json --config "$WORK/empty.yaml" 2>"$WORK/$f/$h.err") ||
     fail "inspect on $f-$h exited $?: $(cat "$WORK/$f/$h.err")"
 }
 
@@ -226,7 +234,7 @@ failover)
   before=$(master_of a host1)
   # The table names both SMs, master first, at a glance.
   host_tree a host1 "$WORK/a/tree-host1"
-  table=$(cd "$WORK" && on a host1 "$BIN" inspect --sysfs-root "$WORK/a/tree-host1" --config "$WORK/empty.yaml")
+  table=$(cd "$WORK" && agent_on a host1 inspect --sysfs-root "$WORK/a/tree-host1" --config "$WORK/empty.yaml")
   grep -qF "SMs 0x0002c90300a10001 master p10, 0x0002c90300a10003 standby p5" <<<"$table" ||
     fail "the table does not list both SMs: $table"
   declare -A ID
