@@ -4,7 +4,8 @@
 // and what the end-to-end test uses:
 //   1. GET /v1/status from every agent;
 //   2. refuse a mixed set: fabric.id, GPU model and GPU count must agree
-//      (the odd agent is named against the majority);
+//      (the odd agent is named against the majority), and refuse any agent
+//      whose fabric has no id (it may be on any fabric);
 //   3. node i (order given) gets host i+1 of the overlay CIDR, e.g. 10.42.0.(i+1)/24;
 //   4. PUT /v1/mesh to every agent with all the others as peers;
 //   5. wait until every agent reports a recent handshake with every peer.
@@ -33,7 +34,7 @@ namespace {
 struct Node {
   Url url;
   json status;
-  std::string fabric_id;  // "(none)" when the agent has no fabric
+  std::string fabric_id;  // "(none)": no RDMA fabric; "(unknown)": a fabric without id
   std::string gpu_shape;
   std::string public_key;
   std::string endpoint;
@@ -41,6 +42,20 @@ struct Node {
   int listen_port = 51820;
   std::string address;  // assigned, with prefix length
 };
+
+// Why an agent's fabric has no id, as its discovery said it.
+std::string unknown_reason(const json& st) {
+  const json& in = st.contains("inspect") ? st["inspect"] : json(nullptr);
+  if (!in.is_object()) return "its status carries no inspect document";
+  if (in.contains("warnings") && in["warnings"].is_array())
+    for (const auto& w : in["warnings"])
+      if (w.is_string() && w.get<std::string>().find("fabric.id is null") != std::string::npos)
+        return w.get<std::string>();
+  if (in.contains("reasons") && in["reasons"].is_object() && in["reasons"].contains("fabric") &&
+      in["reasons"]["fabric"].is_string())
+    return in["reasons"]["fabric"].get<std::string>();
+  return "no reason given";
+}
 
 Result<std::vector<std::string>> assign_addresses(const std::string& cidr, size_t n) {
   auto slash = cidr.find('/');
@@ -79,10 +94,11 @@ int usage(FILE* out) {
 
 std::string fabric_id_of(const json& st) {
   const json& in = st.contains("inspect") ? st["inspect"] : json(nullptr);
-  if (in.is_object() && in.contains("fabric") && in["fabric"].is_object() && in["fabric"].contains("id") &&
-      in["fabric"]["id"].is_string())
-    return in["fabric"]["id"].get<std::string>();
-  return "(none)";
+  if (!in.is_object() || !in.contains("fabric") || !in["fabric"].is_object()) return "(unknown)";
+  const json& f = in["fabric"];
+  if (f.contains("id") && f["id"].is_string()) return f["id"].get<std::string>();
+  if (f.value("kind", "") == "none") return "(none)";
+  return "(unknown)";
 }
 
 std::string gpu_shape_of(const json& st) {
@@ -222,7 +238,18 @@ int cmd_cluster(const std::vector<std::string>& argv_in) {
     nodes.push_back(std::move(n));
   }
 
-  // 2. One fabric, one GPU shape.
+  // 2. One fabric, one GPU shape. A machine whose fabric has no id may be
+  // on any fabric: it is never grouped, whatever the others say.
+  std::vector<const Node*> unknown;
+  for (const auto& n : nodes)
+    if (n.fabric_id == "(unknown)") unknown.push_back(&n);
+  if (!unknown.empty()) {
+    std::fprintf(stderr, "fabric-agent cluster form: refused: the fabric of %zu agent(s) is unknown:\n",
+                 unknown.size());
+    for (const Node* n : unknown)
+      std::fprintf(stderr, "  %s: %s\n", n->url.base.c_str(), unknown_reason(n->status).c_str());
+    return 1;
+  }
   auto each = [&](std::string Node::*field) {
     std::vector<std::string> v;
     for (const auto& n : nodes) v.push_back(n.*field);

@@ -12,7 +12,8 @@
 
 namespace fa::agent {
 
-// inspect.fabric.id, or "(none)" when the agent has no fabric.
+// inspect.fabric.id; "(none)" when the agent has no RDMA fabric, "(unknown)"
+// when it has one without an id (never grouped with anything).
 std::string fabric_id_of(const nlohmann::json& status);
 // "8 x H100 SXM5 80GB", "0 x (none)".
 std::string gpu_shape_of(const nlohmann::json& status);

@@ -358,6 +358,12 @@ int cmd_cluster_verify(const std::vector<std::string>& argv_in) {
   const int n = static_cast<int>(ms.size());
   std::vector<std::string> fabric, gpus;
   for (const auto& m : ms) fabric.push_back(fabric_id_of(m.status)), gpus.push_back(gpu_shape_of(m.status));
+  for (int i = 0; i < static_cast<int>(ms.size()); ++i)
+    if (fabric[i] == "(unknown)") {
+      std::fprintf(stderr, "%s: refused: the fabric of %s has no id (see its `fabric-agent inspect`)\n", kCmd,
+                   ms[i].url.base.c_str());
+      return 1;
+    }
   if (int i = odd_one(fabric); i >= 0) {
     std::fprintf(stderr, "%s: refused: %s is on fabric %s, the others on %s\n", kCmd, ms[i].url.base.c_str(),
                  fabric[i].c_str(), fabric[i == 0 ? 1 : 0].c_str());

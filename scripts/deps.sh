@@ -35,6 +35,10 @@ test_pkgs=(
   podman               # tests/pods: the same CDI spec consumed by Podman (--device fabric-agent.io/rdma=all)
   # tests/packaging: lintian, rpm's queries and a Debian 12 root made with debootstrap.
   "${package_pkgs[@]}" rpm2cpio cpio lintian debootstrap zstd
+  # tests/probes: OpenSM on ibsim's simulated InfiniBand fabrics (libumad2sim
+  # attaches libibumad to them), sminfo/saquery as the reference; lldpd in
+  # network namespaces for the LLDP neighbour.
+  ibsim-utils libumad2sim0 opensm infiniband-diags lldpd
 )
 # fuzz/: clang, its sanitizer runtimes and libFuzzer (not pulled in by clang
 # without its Recommends).
@@ -42,6 +46,11 @@ fuzz_pkgs=(
   clang libclang-rt-14-dev libfuzzer-14-dev
 )
 test_pkgs+=("${fuzz_pkgs[@]}")
+
+# Packages above that ship a service the tests only run by hand, confined to
+# their namespaces: never left running on the host (lldpd would send LLDP
+# frames on every host interface, OpenSM would try to manage a real fabric).
+no_service=(lldpd opensm)
 lab_pkgs=(
   qemu-system-x86 busybox-static perftest rdmacm-utils cpio kmod zstd xz-utils
   ibverbs-providers jq binutils
@@ -74,4 +83,8 @@ SUDO=""
 echo "deps.sh: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
+# Masked before the install, so that installing cannot start them either.
+if command -v systemctl >/dev/null; then
+  for svc in "${no_service[@]}"; do $SUDO systemctl mask "$svc.service" >/dev/null 2>&1 || true; done
+fi
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
