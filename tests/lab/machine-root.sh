@@ -19,12 +19,11 @@ LAB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$LAB_DIR/../packaging/lib.sh"
 
 out=$1 kdir=$2 kver=$3 depends=$4
-# The machine: systemd as PID 1 (systemd-sysv), the host's command channel
-# (qemu-guest-agent), the fabric tools, Podman + crun as the container
-# engine. No udev: it costs seconds of every boot under emulation, and
-# nothing here needs it (devtmpfs makes the device nodes; the units in
-# guest/machine/ replace the two that wait for udev devices).
-MACHINE_PKGS=(systemd-sysv qemu-guest-agent iproute2 iputils-ping wireguard-tools rdma-core
+# The machine: systemd as PID 1 (systemd-sysv) with D-Bus (crun and Podman
+# drive systemd through it: the systemd cgroup manager), the host's command
+# channel (qemu-guest-agent), the fabric tools, Podman + crun as the
+# container engine. (rdma-core brings udev, which is masked below.)
+MACHINE_PKGS=(systemd-sysv dbus qemu-guest-agent iproute2 iputils-ping wireguard-tools rdma-core
   ibverbs-utils ibverbs-providers perftest podman crun kmod procps)
 # The renter's image (a Debian 12 userland with the RDMA tools, as an NCCL
 # job's image would have), run with `podman run --rootfs`: no registry.
