@@ -25,19 +25,33 @@ port=${hca#*:}
 [ "$port" != "$hca" ] || port=1
 echo "$dev $port ${NCCL_IB_GID_INDEX:-}" > $out/rdma-target
 set -- -d "$dev" -i "$port" -x "${NCCL_IB_GID_INDEX:-0}" -F -D 2
-rc=1
+# As PID 1 of the container, sh ignores SIGTERM unless it has a handler: the
+# machine's shutdown (the reboot fault) would wait 90 s for SIGKILL. Children
+# run in the background so that the handler runs at once.
+trap 'exit 0' TERM
 if [ "$LAB_ROLE" = server ]; then
-  ib_write_bw "$@" > $out/bw 2>&1
-  rc=$?
-else
-  # until the server listens (its container may start later)
-  for i in $(seq 1 60); do
-    ib_write_bw "$@" "$LAB_PEER" > $out/bw 2>&1
-    rc=$?
-    [ $rc -ne 0 ] || break
-    sleep 1
+  # Serves until stopped: the client runs again when perftest's clock
+  # calibration failed on a busy host ("Correlation coefficient ... < 0.9",
+  # all figures 0), which is no RDMA failure.
+  while [ ! -e $out/stop ]; do
+    ib_write_bw "$@" > $out/bw.tmp 2>&1 &
+    wait $!
+    echo $? > $out/bw.rc
+    mv $out/bw.tmp $out/bw
+    touch $out/done
   done
+else
+  tries=0 calib=0 rc=1
+  while [ $tries -lt 60 ]; do
+    tries=$((tries + 1))
+    ib_write_bw "$@" "$LAB_PEER" > $out/bw 2>&1 &
+    wait $!
+    rc=$?
+    if [ $rc -ne 0 ]; then sleep 1; continue; fi   # the server does not listen yet
+    grep -q 'Correlation coefficient' $out/bw && [ $calib -lt 3 ] && { calib=$((calib + 1)); continue; }
+    break
+  done
+  echo $rc > $out/bw.rc
+  touch $out/done
 fi
-echo $rc > $out/bw.rc
-touch $out/done
-while [ ! -e $out/stop ]; do sleep 1; done
+while [ ! -e $out/stop ]; do sleep 1 & wait $!; done

@@ -13,15 +13,16 @@ CA=$RUN_DIR/tls
 API=()       # https://127.0.0.1:PORT of each machine's API (port forward)
 AUTH=()      # a curl header file per machine (mode 0600): tokens never go in argv
 
-# api N METHOD PATH [BODY]: the control plane's request to machine N; the
-# body on stdout, the HTTP status in API_CODE.
+# api N METHOD PATH [BODY]: the control plane's request to machine N; sets
+# API_OUT (the body) and API_CODE (the HTTP status, 000 when none came).
 api() {
-  local n=$1 m=$2 p=$3 body=${4:-} out
+  local n=$1 m=$2 p=$3 body=${4:-} out rc=0
   out=$(curl -sS --max-time "${API_TIMEOUT:-60}" --cacert "$CA/ca.crt" -H @"${AUTH[$n]}" -X "$m" \
     ${body:+-H 'Content-Type: application/json' --data-binary "$body"} \
-    -w '\n%{http_code}' "${API[$n]}$p") || { API_CODE=000; echo "$out"; return 1; }
+    -w '\n%{http_code}' "${API[$n]}$p" 2>&1) || rc=$?
   API_CODE=${out##*$'\n'}
-  printf '%s\n' "${out%$'\n'*}"
+  API_OUT=${out%$'\n'*}
+  [ "$rc" -eq 0 ] || { API_CODE=000; API_OUT=$out; return 1; }
 }
 
 # The lab's TLS: one CA, a certificate per machine for the addresses the
@@ -97,7 +98,7 @@ for n in 0 1; do
   (umask 077; vm "$n" 'cat /var/lib/fabric-agent/token' > "$RUN_DIR/token$n")
   AUTH[$n]=$RUN_DIR/auth$n
   (umask 077; printf 'Authorization: Bearer %s\n' "$(cat "$RUN_DIR/token$n")" > "${AUTH[$n]}")
-  retry 30 1 api "$n" GET /v1/status >/dev/null
+  retry 30 1 api "$n" GET /v1/status
   assert_eq "$API_CODE" 200 "node$n: GET /v1/status over TLS through the port forward"
 done
 cmp -s "$RUN_DIR/token0" "$RUN_DIR/token1" && fail "the two machines made the same token"
@@ -117,7 +118,8 @@ out=$("$BINARY" cluster form --agent "${API[0]}" --agent "${API[1]}" --token-fil
 echo "$out" | sed -n '/^cluster /p'
 [ "$rc" -eq 0 ] || { echo "$out"; fail "fabric-agent cluster form exited $rc"; }
 for n in 0 1; do
-  m=$(api "$n" GET /v1/mesh)
+  api "$n" GET /v1/mesh
+  m=$API_OUT
   assert_eq "$(jq -r .desired.address <<<"$m")" "10.42.0.$((n + 1))/24" "node$n: the desired mesh's address"
   assert_eq "$(jq -r '.live.peers | length' <<<"$m")" 1 "node$n: live peers"
 done
@@ -150,7 +152,7 @@ for n in 0 1; do
   a=10.42.0.$((n + 1))
   assert_contains "$(cat "$o/addr")" "inet $a/24" "node$n container: ip -4 addr show wg0"
   assert_eq "$(grep -c '^peer: ' "$o/wg")" 1 "node$n container: wg show's peers"
-  assert_match "$(grep 'latest handshake' "$o/wg")" 'latest handshake: ([0-9]+ seconds?|1 minute(, [0-9]+ seconds?)?) ago' "node$n container: wg show's handshake"
+  assert_match "$(grep 'latest handshake' "$o/wg")" 'latest handshake: (Now|[0-9]+ seconds? ago|1 minute(, [0-9]+ seconds?)? ago)' "node$n container: wg show's handshake"
   # One uverbs per fabric port, the fabric HCA's (rxe0), not rxe_up's, no umad.
   fab_uverbs=$(vm "$n" 'grep -l "^rxe0$" /sys/class/infiniband_verbs/uverbs*/ibdev | cut -d/ -f5')
   assert_eq "$(tr '\n' ' ' < "$o/ib")" "rdma_cm $fab_uverbs " "node$n container: ls /dev/infiniband"
@@ -161,8 +163,137 @@ for n in 0 1; do
   assert_contains "$(cat "$o/ping")" "3 received" "node$n container: ping"
   assert_eq "$(cat "$o/rdma-target")" "rxe0 1 $gid" "node$n container: ib_write_bw's HCA, port and GID index (from NCCL_IB_*)"
   assert_eq "$(cat "$o/bw.rc")" 0 "node$n container: ib_write_bw's status"
-  bw=$(awk '/#bytes/ { getline; print $4; exit }' "$o/bw")
-  assert_gt "${bw:-0}" 0 "node$n container: ib_write_bw average MB/s"
-  pods=$(api "$n" GET /v1/pods)
+  if [ "$n" -eq 0 ]; then
+    bw=$(awk '/#bytes/ { getline; print $4; exit }' "$o/bw")
+    assert_gt "${bw:-0}" 0 "node$n container: ib_write_bw (client) average MB/s"
+  else
+    iters=$(awk '/#bytes/ { getline; print $2; exit }' "$o/bw")
+    assert_gt "${iters:-0}" 0 "node$n container: ib_write_bw (server) iterations"
+  fi
+  api "$n" GET /v1/pods
+  pods=$API_OUT
   assert_eq "$(jq -c '[.pods[] | {alive, interface, address}]' <<<"$pods")" "[{\"alive\":true,\"interface\":\"wg0\",\"address\":\"$a/24\"}]" "node$n: GET /v1/pods"
 done
+
+step "the daemon's probe API: node0 measures the pair over verbs (POST /v1/probes/rdma/serve|run)"
+api 1 POST /v1/probes/rdma/serve '{"bind":"192.168.77.2"}'
+r=$API_OUT
+assert_eq "$API_CODE" 200 "node1: POST /v1/probes/rdma/serve"
+assert_eq "$(jq -r '"\(.serving) \(.hca) \(.gid_index)"' <<<"$r")" "true rxe0:1 1" "node1: probe listener (serving, HCA, GID index)"
+API_TIMEOUT=120 api 0 POST /v1/probes/rdma/run '{"peer":"192.168.77.2","duration_s":2}'
+r=$API_OUT
+assert_eq "$API_CODE" 200 "node0: POST /v1/probes/rdma/run"
+note "probe: $(jq -c '{status, reason, message, gbps, latency_us, hca, gid_index, gid}' <<<"$r")"
+# Emulated RDMA runs far below the 2.5 Gb/s soft-RoCE reports, so a
+# measurement is ok or degraded (below_rate); failed means it did not run.
+assert_match "$(jq -r .status <<<"$r")" '^(ok|degraded)$' "probe status"
+assert_gt "$(jq -r .gbps <<<"$r")" 0 "probe Gb/s"
+for q in p50 p90 p99 max; do
+  assert_gt "$(jq -r ".latency_us.$q" <<<"$r")" 0 "probe latency_us.$q"
+done
+assert_eq "$(jq -r '"\(.hca) \(.gid_index) \(.gid)"' <<<"$r")" "rxe0 1 ::ffff:192.168.77.1" "probe's HCA, GID index and GID (what NCCL uses)"
+api 1 DELETE /v1/probes/rdma/serve
+
+step "/metrics of each machine: promtool check metrics, the rxe port counters"
+for n in 0 1; do
+  api "$n" GET /metrics
+  printf '%s\n' "$API_OUT" > "$RUN_DIR/out/metrics$n.txt"
+  assert_eq "$API_CODE" 200 "node$n: GET /metrics"
+  rc=0; out=$(promtool check metrics < "$RUN_DIR/out/metrics$n.txt" 2>&1) || rc=$?
+  [ "$rc" -eq 0 ] || { echo "$out"; fail "node$n: promtool check metrics exited $rc"; }
+  pass "node$n: promtool check metrics"
+  # soft-RoCE has no IB port counters (ports/1/counters), only hw_counters;
+  # the ib_write_bw and probe traffic above moved them.
+  v=$(awk '/^fabric_agent_port_hw_counter_total\{.*device="rxe0".*counter="sent_pkts"/ { print $2 }' "$RUN_DIR/out/metrics$n.txt")
+  assert_gt "${v:-none}" 0 "node$n: rxe0's sent_pkts in /metrics"
+  names=$(awk '!/^#/ { sub(/{.*/, "", $1); print $1 }' "$RUN_DIR/out/metrics$n.txt" | sort -u | tr '\n' ' ')
+  assert_not_contains "$names" "_bits" "node$n: metric names (bytes, never bits)"
+done
+
+step "fault: systemctl restart fabric-agent on node1 while node0's container pings it and the control plane long-polls"
+etag=$(curl -sS --cacert "$CA/ca.crt" -H @"${AUTH[1]}" -o /dev/null -D - "${API[1]}/v1/status" | tr -d '\r' | sed -n 's/^[Ee][Tt][Aa][Gg]: //p')
+assert_match "$etag" '^W/"' "node1: status ETag"
+bg_start longpoll curl -sS --max-time 200 --cacert "$CA/ca.crt" -H @"${AUTH[1]}" -H "If-None-Match: $etag" \
+  -o "$RUN_DIR/out/longpoll.body" -w '%{http_code}\n' "${API[1]}/v1/status?wait=180"
+ping_pid=$(vm_start 0 'podman exec renter ping -i 0.1 -c 150 -W 1 10.42.0.2')
+sleep 3
+kill -0 "${_LAB_BG[longpoll]}" || { bg_log longpoll; fail "the long-poll ended before the restart"; }
+since=$(vm 1 'date +%s')
+vm 1 'systemctl restart fabric-agent'
+rc=0; out=$(vm_collect 0 "$ping_pid") || rc=$?
+summary=$(grep 'packets transmitted' <<<"$out" || true)
+note "node0 container -> 10.42.0.2 during the restart: $summary"
+assert_contains "$summary" " 0% packet loss" "ping over the overlay across node1's agent restart"
+assert_eq "$rc" 0 "ping's status"
+bg_wait longpoll || true
+note "the long-poll pending at the stop: $(bg_log longpoll | tail -n 1)"
+j=$(vm 1 "journalctl -u fabric-agent --since @$since -o cat")
+assert_contains "$j" "fabric-agent.service: Deactivated successfully." "node1: the stop with a long-poll waiting"
+assert_not_contains "$j" "code=killed" "node1: the stop"
+assert_not_contains "$j" "code=dumped" "node1: the stop"
+assert_not_contains "$j" "Failed with result" "node1: the stop"
+assert_eq "$(vm 1 'systemctl show -p NRestarts --value fabric-agent')" 0 "node1: automatic restarts (Restart=on-failure)"
+assert_eq "$(vm 1 'systemctl is-active fabric-agent')" active "node1: unit after the restart"
+assert_contains "$j" "adopted its network namespace" "node1: the new daemon adopted the pod's wg0"
+
+step "fault: a second fabric container on node0, which already has one, is refused"
+rc=0; out=$(vm 0 'podman run --rm --network none --device fabric-agent.io/rdma=all --rootfs /var/lib/lab-renter:O true 2>&1') || rc=$?
+assert_ne "$rc" 0 "node0: podman run of a second fabric container"
+line=$(vm 0 'journalctl -t fabric-agent-oci-hook -o cat -n 1')
+assert_match "$line" '^fabric-agent: refused: container [0-9a-f]+ \(pid [0-9]+\) already holds the RDMA fabric of this host; one fabric container per machine$' "node0: the hook's line"
+api 0 GET /v1/pods
+assert_eq "$(jq -c '[.pods[] | .alive]' <<<"$API_OUT")" "[true]" "node0: registrations (the first container only)"
+
+step "fault: node1 reboots: the service comes back by itself, the mesh from persisted state"
+boot0=$(vm 1 'cat /proc/sys/kernel/random/boot_id')
+t_reboot=$(now)
+vm_start 1 'systemctl reboot' >/dev/null
+retry 120 1 sh -c "b=\$(python3 '$LAB_DIR/qga.py' exec '$RUN_DIR/node1/qga.sock' --timeout 5 -- 'cat /proc/sys/kernel/random/boot_id' 2>/dev/null) && [ -n \"\$b\" ] && [ \"\$b\" != '$boot0' ]" ||
+  { m_console_tail 1; fail "node1 did not come back from the reboot"; }
+state=$(vm 1 'systemctl is-system-running --wait' || true)
+note "node1 rebooted to '$state' in $(since "$t_reboot")s; $(vm 1 'systemd-analyze time' | head -n 1)"
+retry 60 1 sh -c "[ \"\$(python3 '$LAB_DIR/qga.py' exec '$RUN_DIR/node1/qga.sock' -- 'systemctl is-active fabric-agent')\" = active ]" ||
+  { vm 1 'systemctl status fabric-agent --no-pager; journalctl -b -u fabric-agent -o cat'; fail "node1: fabric-agent not active after the reboot"; }
+pass "node1: fabric-agent active after the reboot, started by systemd"
+assert_contains "$(vm 1 'ip -4 addr show dev wg0')" "inet 10.42.0.2/24" "node1: host wg0 from the persisted mesh (the pod died with the machine)"
+assert_eq "$(vm 1 'wg show wg0 peers | wc -l')" 1 "node1: wg0 peers"
+api 1 GET /v1/pods
+assert_eq "$(jq -c .pods <<<"$API_OUT")" "[]" "node1: registrations (the pod that died with the reboot is gone)"
+rc=0; out=$(vm 0 'podman exec renter ping -c 3 -w 30 10.42.0.2') || rc=$?
+assert_eq "$rc" 0 "node0 container: ping 10.42.0.2 after node1's reboot"
+assert_match "$(vm 1 'wg show wg0 latest-handshakes' | awk '{ print $2 }')" '^[1-9][0-9]*$' "node1: a handshake with node0 after the reboot"
+
+step "fault: node1's fabric netdev down: a new fabric container is refused, naming the port"
+fab=$(vm 1 "ip -o link | awk -F': ' '/52:54:00:fa:00:01/ { print \$2 }'")
+rc=0; out=$(vm 1 "ip link set $fab down && podman run --rm --network none --device fabric-agent.io/rdma=all --rootfs /var/lib/lab-renter:O true 2>&1") || rc=$?
+assert_ne "$rc" 0 "node1: podman run with the fabric port down"
+line=$(vm 1 'journalctl -t fabric-agent-oci-hook -o cat -n 1')
+assert_match "$line" '^fabric-agent: refused: no fabric port is ACTIVE on this host \(rxe0:1 [A-Z_]+\)$' "node1: the hook's line"
+assert_not_contains "$line" "ACTIVE)" "node1: the port's state in the line"
+vm 1 "ip link set $fab up"
+retry 50 0.2 sh -c "[ \"\$(python3 '$LAB_DIR/qga.py' exec '$RUN_DIR/node1/qga.sock' -- 'cat /sys/class/infiniband/rxe0/ports/1/state')\" = '4: ACTIVE' ]"
+rc=0; out=$(vm 1 'podman run --rm --network none --device fabric-agent.io/rdma=all --rootfs /var/lib/lab-renter:O true 2>&1') || rc=$?
+[ "$rc" -eq 0 ] || { echo "$out"; vm 1 'journalctl -t fabric-agent-oci-hook -o cat -n 3'; fail "node1: a fabric container once the port is back"; }
+pass "node1: a fabric container starts again once the port is ACTIVE"
+
+step "logs under journald: priorities (journalctl -p), one timestamp"
+# A config the agent refuses on reload is logged as an error and the running
+# config stays (docs/operator.md).
+vm 1 "cp /etc/fabric-agent/agent.yaml /root/agent.yaml && echo 'refresh_interval: soon' >> /etc/fabric-agent/agent.yaml && systemctl reload fabric-agent"
+retry 20 0.5 sh -c "python3 '$LAB_DIR/qga.py' exec '$RUN_DIR/node1/qga.sock' -- 'journalctl -u fabric-agent -b -o cat -p warning' | grep -q 'reload failed'"
+vm 1 'cp /root/agent.yaml /etc/fabric-agent/agent.yaml && systemctl reload fabric-agent'
+warn=$(vm 1 'journalctl -u fabric-agent -b -o cat -p warning _COMM=fabric-agent')
+assert_contains "$warn" "reload failed, keeping the running config" "node1: journalctl -p warning -u fabric-agent (an error)"
+assert_contains "$warn" "warning [pods] CDI spec: no fabric port is ACTIVE" "node1: journalctl -p warning -u fabric-agent (the port-down warning)"
+assert_not_contains "$warn" "ready (generation" "node1: journalctl -p warning (an info line)"
+info=$(vm 1 'journalctl -u fabric-agent -b -o cat -p info _COMM=fabric-agent')
+assert_contains "$info" "] ready (generation" "node1: journalctl -p info -u fabric-agent"
+assert_eq "$(grep -cE '^[0-9]{4}-[0-9]{2}-[0-9]{2}T' <<<"$info" || true)" 0 "node1: agent lines carrying a time of their own in the journal"
+assert_eq "$(grep -cE '^<[0-9]>' <<<"$info" || true)" 0 "node1: priority prefixes left in the journal"
+
+step "the unit's sandbox: systemd-analyze security fabric-agent"
+sec=$(vm 0 'systemd-analyze security --no-pager fabric-agent')
+printf '%s\n' "$sec" | grep '✗' | sed 's/^/   /'
+exposure=$(sed -n 's/.*Overall exposure level for fabric-agent.service: \([0-9.]*\).*/\1/p' <<<"$sec")
+note "overall exposure: $exposure"
+assert_match "$exposure" '^[0-9]+\.[0-9]$' "exposure level"
