@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # The two commands a newcomer needs:
-#   make run    install dependencies, build, run the agent on embedded defaults
-#   make test   install dependencies, build (plain and ASan/UBSan), run every test
+#   make run    install what building and running need, build, run the agent
+#   make test   install the test and lab tools too, build (plain and ASan/UBSan), run every test
 #   make test-tsan  unit, netns and lab tests under ThreadSanitizer (not in CI:
 #                   ~10 minutes on 2 cores; run it when threaded code changes)
 #   make package  build the .deb and the .rpm into $(BUILD)/packages (docs/packaging.md)
@@ -19,12 +19,15 @@ ASAN_EXCLUDE ?= lab|packaging
 # `make package PACKAGE_RELEASE=2` builds the next package revision.
 PACKAGE_RELEASE ?= 1
 
-.PHONY: all deps build build-asan build-tsan run demo bench test test-fast test-tsan package clean format
+.PHONY: all deps deps-test build build-asan build-tsan run demo bench test test-fast test-tsan package clean format
 
 all: build
 
+# Building and running (scripts/deps.sh); the tests' and the lab's tools on top.
 deps:
-	@scripts/deps.sh --lab
+	@scripts/deps.sh
+deps-test: deps
+	@scripts/deps.sh --test --lab
 
 $(BUILD)/build.ninja:
 	cmake -S . -B $(BUILD) -G Ninja -DFA_WERROR=$(WERROR) $(CMAKE_ARGS)
@@ -44,14 +47,15 @@ $(TSAN_BUILD)/build.ninja:
 build-tsan: deps $(TSAN_BUILD)/build.ninja
 	cmake --build $(TSAN_BUILD) -j $(JOBS)
 
-# The daemon on embedded defaults: http://127.0.0.1:7471, state and token in
-# /var/lib/fabric-agent (see docs/operator.md). Ctrl-C stops it; the mesh stays.
+# The daemon: /etc/fabric-agent/agent.yaml if it exists, else the embedded
+# defaults (http://127.0.0.1:7471, state and token in /var/lib/fabric-agent;
+# docs/operator.md). Ctrl-C stops it; the mesh stays.
 run: build
 	./$(BUILD)/agent/fabric-agent run
 
 # Three agents in network namespaces with wireguard-go, formed into one
 # cluster by `fabric-agent cluster form`, pinging over the overlay (as root).
-demo: build
+demo: deps-test build
 	FA_DEMO=1 tests/agent/e2e_netns.sh ./$(BUILD)/agent/fabric-agent
 
 # Our GET /v1/status against node_exporter's /metrics under wrk (bench/status).
@@ -61,7 +65,7 @@ bench: build
 
 # The whole suite: plain build (every label, the lab included), then the
 # same tests under AddressSanitizer + UBSan (all but the lab).
-test: build build-asan
+test: deps-test build build-asan
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -LE '$(ASAN_EXCLUDE)'
@@ -71,16 +75,18 @@ test: build build-asan
 # fails. The netns tests and the lab VM run this tree's fabric-agent (the
 # lab copies libtsan in with it; there a report makes the process exit 66,
 # TSan's default, at its end), so the kernel backend's threads are covered.
-test-tsan: build-tsan
+test-tsan: deps-test build-tsan
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest --test-dir $(TSAN_BUILD) --output-on-failure -j $(JOBS) -LE packaging
 
 # Unit tests only, for a quick edit-compile-test loop.
 test-fast: build
+	@scripts/deps.sh --test
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L unit
 
 # fabric-agent_<version>-<release>_amd64.deb and fabric-agent-<version>-<release>.x86_64.rpm
 package: build
+	@scripts/deps.sh --package
 	cd $(BUILD) && cpack -D CPACK_DEBIAN_PACKAGE_RELEASE=$(PACKAGE_RELEASE) -D CPACK_RPM_PACKAGE_RELEASE=$(PACKAGE_RELEASE)
 	@ls -l $(BUILD)/packages/*.deb $(BUILD)/packages/*.rpm
 

@@ -7,7 +7,6 @@
 #include "agent/rdma_service.hpp"
 #include "common/log.hpp"
 #include "common/random.hpp"
-#include "common/task.hpp"
 
 namespace fa::agent {
 
@@ -28,12 +27,12 @@ std::string random_instance() {
 json without_counters(json inspect) {
   if (!inspect.is_object()) return inspect;
   inspect.erase("counters");
-  if (inspect.contains("hcas") && inspect["hcas"].is_array())
-    for (auto& hca : inspect["hcas"])
-      if (hca.contains("ports") && hca["ports"].is_array())
-        for (auto& p : hca["ports"]) {
-          p.erase("counters");
-          p.erase("hw_counters");
+  if (auto h = inspect.find("hcas"); h != inspect.end() && h->is_array())
+    for (auto& hca : *h)
+      if (auto p = hca.find("ports"); p != hca.end() && p->is_array())
+        for (auto& port : *p) {
+          port.erase("counters");
+          port.erase("hw_counters");
         }
   return inspect;
 }
@@ -43,28 +42,107 @@ std::string endpoint_of(const std::string& host, uint16_t port) {
   return host + ":" + std::to_string(port);
 }
 
-std::optional<std::string> opt_netns(const json& desired) {
-  if (desired.is_object() && desired.contains("netns") && desired["netns"].is_string())
-    return desired["netns"].get<std::string>();
-  return std::nullopt;
-}
-
-std::string ifname_of(const json& desired, const Config& cfg) {
-  if (desired.is_object() && desired.contains("interface") && desired["interface"].is_string())
-    return desired["interface"].get<std::string>();
-  return cfg.overlay.interface;
-}
-
-json with_netns(json desired, const std::optional<std::string>& netns) {
-  if (netns && desired.is_object()) desired["netns"] = *netns;
-  return desired;
-}
-
 ApiFailure unavailable(const char* what) {
   return ApiFailure{503, "unavailable", std::string(what) + " is not part of this build", "", nullptr};
 }
 
+ApiFailure invalid(const std::vector<overlay::ValidationError>& errors) {
+  ApiFailure f{422, "validation_failed", "", "", json::array()};
+  for (const auto& e : errors) f.details.push_back({{"field", e.field}, {"value", e.value}, {"message", e.message}});
+  if (!errors.empty()) {
+    const auto& e = errors.front();
+    f.field = e.field;
+    f.message = e.str();
+    if (errors.size() > 1) f.message += " (and " + std::to_string(errors.size() - 1) + " more)";
+  } else {
+    f.message = "the mesh document is not valid";
+  }
+  return f;
+}
+
+ApiFailure invalid(const std::string& field, const std::string& value, const std::string& message) {
+  return invalid({overlay::ValidationError{field, value, message}});
+}
+
+// Paths the API may have the daemon open as root: a namespace is a name, a
+// file under /run/netns or a process's /proc/PID/ns/net, nothing else.
+bool netns_accepted(const std::string& s) {
+  auto under = [&s](const char* dir) {
+    size_t n = std::strlen(dir);
+    return s.size() > n && s.compare(0, n, dir) == 0 && s.find('/', n) == std::string::npos && s.substr(n) != "." &&
+           s.substr(n) != "..";
+  };
+  if (s.empty() || s[0] != '/') return true;  // a name under /run/netns (checked by the overlay)
+  if (under("/run/netns/") || under("/var/run/netns/")) return true;
+  if (s.compare(0, 6, "/proc/") == 0 && s.size() > 13 && s.compare(s.size() - 7, 7, "/ns/net") == 0) {
+    std::string pid = s.substr(6, s.size() - 13);
+    return !pid.empty() && pid.find_first_not_of("0123456789") == std::string::npos;
+  }
+  return false;
+}
+
+// Where a key file named over the API may live: the state directory or the
+// configuration directory, never anywhere else root can read.
+bool key_file_accepted(const std::string& path, const std::string& state_dir) {
+  if (path.find("/../") != std::string::npos || path.find("/./") != std::string::npos) return false;
+  for (std::string dir : {state_dir, std::string("/etc/fabric-agent")}) {
+    if (!dir.empty() && dir.back() != '/') dir += '/';
+    if (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+        path.find('/', dir.size()) == std::string::npos)
+      return true;
+  }
+  return false;
+}
+
+json mesh_block(const StatusParts& p) {
+  json m = {{"available", p.mesh_available},
+            {"public_key", p.public_key.empty() ? json(nullptr) : json(p.public_key)},
+            {"endpoint", p.endpoint ? json(*p.endpoint) : json(nullptr)}};
+  if (!p.mesh) {
+    m["interface"] = p.interface;
+    m["listen_port"] = p.listen_port;
+    m["state"] = "none";
+    return m;
+  }
+  const overlay::DesiredMesh& d = *p.mesh;
+  m["cluster_id"] = d.cluster_id;
+  m["interface"] = d.interface;
+  m["address"] = d.address.str();
+  m["listen_port"] = d.listen_port;
+  m["state"] = p.mesh_live ? "up" : "absent";
+  if (!p.mesh_live) m["error"] = p.mesh_error;
+  json peers = json::array();
+  for (const auto& peer : d.peers) {
+    json ips = json::array();
+    for (const auto& a : peer.allowed_ips) ips.push_back(a.str());
+    peers.push_back({{"public_key", overlay::key_to_base64(peer.public_key)},
+                     {"endpoint", peer.endpoint ? json(peer.endpoint->str()) : json(nullptr)},
+                     {"allowed_ips", std::move(ips)}});
+  }
+  m["peers"] = std::move(peers);
+  return m;
+}
+
 }  // namespace
+
+bool StatusParts::operator==(const StatusParts& o) const {
+  const bool same_mesh = mesh == o.mesh || (mesh && o.mesh && *mesh == *o.mesh);
+  return starting == o.starting && inspect == o.inspect && mesh_available == o.mesh_available && same_mesh &&
+         mesh_live == o.mesh_live && mesh_error == o.mesh_error && public_key == o.public_key &&
+         endpoint == o.endpoint && interface == o.interface && listen_port == o.listen_port && pods == o.pods &&
+         warnings == o.warnings;
+}
+
+const std::string& Snapshot::body() const {
+  std::call_once(rendered_, [this] {
+    // The keys in the order a document would sort them.
+    body_ = "{\"inspect\":" + parts.inspect + ",\"mesh\":" +
+            (parts.starting ? std::string("null") : mesh_block(parts).dump(-1, ' ', false, json::error_handler_t::replace)) +
+            ",\"pods\":" + parts.pods + ",\"warnings\":" +
+            json(parts.warnings).dump(-1, ' ', false, json::error_handler_t::replace) + "}";
+  });
+  return body_;
+}
 
 Core::Core(Config cfg, std::unique_ptr<Discovery> discovery, std::unique_ptr<MeshOps> mesh)
     : cfg_(std::move(cfg)),
@@ -75,8 +153,8 @@ Core::Core(Config cfg, std::unique_ptr<Discovery> discovery, std::unique_ptr<Mes
       started_(std::chrono::system_clock::now()) {
   auto s = std::make_shared<Snapshot>();
   s->etag = "W/\"" + instance_ + "-0\"";
-  s->stable_body = R"({"inspect":null,"mesh":null,"pods":[],"warnings":["starting"]})";
   snap_ = std::move(s);
+  inspect_full_ = std::make_shared<json>(nullptr);
 }
 
 Core::~Core() = default;
@@ -107,18 +185,28 @@ json Core::run_serialized(const std::function<json()>& fn) {
   return fn();
 }
 
-// While a pod holds the mesh interface it lives in the pod's namespace: every
-// apply/show/down goes there, or a PUT would create a second one on the host.
-std::optional<std::string> Core::mesh_netns_locked(const json& desired) {
-  if (pods_.interface_netns)
-    if (auto ns = pods_.interface_netns()) return ns;
-  return opt_netns(desired);
+std::optional<overlay::DesiredMesh> Core::desired_held() const {
+  if (!desired_) return std::nullopt;
+  return *desired_;
 }
 
-json Core::pods_array_locked() {
-  if (!pods_.list) return persisted_.pods;
-  json l = pods_.list();
-  return l.is_object() && l.contains("pods") ? l["pods"] : json::array();
+// While a pod holds the mesh interface it lives in the pod's namespace: every
+// apply/show/down goes there, or a PUT would create a second one on the host.
+std::optional<std::string> Core::netns_locked(const overlay::DesiredMesh& m) {
+  if (pods_.interface_netns)
+    if (auto ns = pods_.interface_netns()) return ns;
+  return m.netns;
+}
+
+// m itself, or (while a pod holds the interface) a copy of it placed in the
+// pod's namespace, kept in `copy`.
+const overlay::DesiredMesh& Core::placed_locked(const overlay::DesiredMesh& m,
+                                                std::optional<overlay::DesiredMesh>& copy) {
+  auto ns = netns_locked(m);
+  if (ns == m.netns) return m;
+  copy = m;
+  copy->netns = std::move(ns);
+  return *copy;
 }
 
 std::string Core::key_path() const { return config().state_dir + "/wg.key"; }
@@ -133,50 +221,63 @@ AuthResult Core::check_token(std::string_view authorization) const {
   return check_bearer(token_, authorization);
 }
 
+// An unusable state file was moved aside: adopt the live interface as it is,
+// so a running mesh keeps its peers. Its private key stays in the kernel.
+void Core::recover_locked(const Config& cfg) {
+  auto log = fa::logger("state");
+  if (!mesh_) return;
+  auto live = mesh_->show(cfg.overlay.interface, std::nullopt);
+  if (!live) {
+    log->info("no live interface {}: starting with no mesh", cfg.overlay.interface);
+    return;
+  }
+  if (!live->address) {
+    log->warn("live interface {} has no IPv4 address: starting with no mesh", cfg.overlay.interface);
+    return;
+  }
+  overlay::DesiredMesh m;
+  m.cluster_id = "recovered";
+  m.interface = cfg.overlay.interface;
+  m.address = *live->address;
+  m.listen_port = live->device.listen_port.value_or(cfg.overlay.listen_port);
+  m.mtu = live->mtu;
+  for (const auto& p : live->device.peers) {
+    overlay::DesiredPeer dp;
+    dp.public_key = p.public_key;
+    dp.endpoint = p.endpoint;
+    dp.allowed_ips = p.allowed_ips;
+    dp.persistent_keepalive = p.persistent_keepalive.value_or(0);
+    m.peers.push_back(std::move(dp));
+  }
+  // Checked as a document from the control plane would be.
+  overlay::ParseOptions po;
+  po.overlay_cidr = cfg.overlay.cidr;
+  auto v = overlay::parse_desired(overlay::to_json(m), po);
+  if (!v.ok()) {
+    log->warn("live interface {} could not be adopted: {}", cfg.overlay.interface, v.errors.front().str());
+    return;
+  }
+  desired_ = std::make_shared<overlay::DesiredMesh>(std::move(*v.value));
+  log->warn("state rebuilt from live interface {}: {} peers kept", cfg.overlay.interface, desired_->peers.size());
+  if (Status s = store_->save(PersistedState{*desired_}); !s) log->error("state: {}", s.error().message);
+}
+
 Status Core::start(const std::function<void()>& before_first_refresh) {
   auto log = fa::logger("state");
   const Config cfg = config();
   {
     std::lock_guard lk(op_mu_);
-    auto loaded = load_state(cfg.state_dir);
+    overlay::ParseOptions po;
+    po.overlay_cidr = cfg.overlay.cidr;
+    store_ = std::make_unique<StateStore>(cfg.state_dir, po);
+    auto loaded = store_->load();
     if (!loaded) return Error{"state: " + loaded.error().message, loaded.error().sys_errno};
-    persisted_ = loaded->state;
+    if (loaded->state.mesh) desired_ = std::make_shared<overlay::DesiredMesh>(std::move(*loaded->state.mesh));
     if (!loaded->moved_aside.empty()) {
-      log->error("state file {}/state.json is corrupt ({}); moved it to {} and rebuilding from the kernel's view",
+      log->error("state file {}/state.json is unusable ({}); moved it to {} and rebuilding from the kernel's view",
                  cfg.state_dir, loaded->problem, loaded->moved_aside);
-      // Rebuild: adopt the live interface as it is, so a running mesh keeps
-      // its peers. Its private key stays in the kernel (no private_key_file).
-      if (mesh_) {
-        auto live = mesh_->show(cfg.overlay.interface, std::nullopt);
-        if (live && live->is_object()) {
-          json desired = {{"cluster_id", "recovered"},
-                          {"interface", cfg.overlay.interface},
-                          {"listen_port", live->value("listen_port", int{cfg.overlay.listen_port})},
-                          {"peers", json::array()}};
-          if (live->contains("address") && (*live)["address"].is_string() && !(*live)["address"].get<std::string>().empty())
-            desired["address"] = (*live)["address"];
-          for (const auto& p : live->value("peers", json::array())) {
-            json peer = {{"public_key", p.value("public_key", "")}, {"allowed_ips", p.value("allowed_ips", json::array())}};
-            if (p.contains("endpoint") && p["endpoint"].is_string()) peer["endpoint"] = p["endpoint"];
-            if (p.contains("persistent_keepalive") && p["persistent_keepalive"].is_number() && p["persistent_keepalive"].get<int>() > 0)
-              peer["persistent_keepalive"] = p["persistent_keepalive"];
-            desired["peers"].push_back(std::move(peer));
-          }
-          auto v = mesh_->validate(desired);
-          if (v.canonical) {
-            persisted_.mesh = *v.canonical;
-            log->warn("state rebuilt from live interface {}: {} peers kept", cfg.overlay.interface, desired["peers"].size());
-          } else {
-            log->warn("live interface {} could not be adopted: {}: {}", cfg.overlay.interface,
-                      v.errors.empty() ? "" : v.errors[0].field, v.errors.empty() ? "" : v.errors[0].message);
-          }
-        } else {
-          log->info("no live interface {}: starting with no mesh", cfg.overlay.interface);
-        }
-      }
-      if (Status s = save_state(cfg.state_dir, persisted_); !s) log->error("state: {}", s.error().message);
+      recover_locked(cfg);
     }
-
     if (mesh_) {
       auto pk = mesh_->ensure_key(key_path());
       if (!pk) return Error{"wireguard key: " + pk.error().message};
@@ -189,114 +290,56 @@ Status Core::start(const std::function<void()>& before_first_refresh) {
   if (before_first_refresh) before_first_refresh();
   {
     std::lock_guard lk(op_mu_);
-    if (mesh_ && !persisted_.mesh.is_null()) {
+    if (mesh_ && desired_) {
       auto mlog = fa::logger("mesh");
-      auto netns = mesh_netns_locked(persisted_.mesh);
-      auto r = mesh_->apply(with_netns(persisted_.mesh, netns), 0, {});
+      std::optional<overlay::DesiredMesh> copy;
+      const auto& m = placed_locked(*desired_, copy);
+      auto r = mesh_->apply(m);
       if (r)
-        mlog->info("{}: adopted persisted mesh of cluster {}{} (changes: {})", ifname_of(persisted_.mesh, cfg),
-                   persisted_.mesh.value("cluster_id", ""), netns ? " inside the pod holding it" : "",
-                   r->contains("changes") ? (*r)["changes"].dump() : "{}");
+        mlog->info("{}: adopted persisted mesh of cluster {}{} (changes: {})", m.interface, m.cluster_id,
+                   m.netns != desired_->netns ? " inside the pod holding it" : "", to_json(*r)["changes"].dump());
       else
-        mlog->error("{}: could not bring the persisted mesh up: {} (retrying on each refresh)",
-                    ifname_of(persisted_.mesh, cfg), r.error().message);
+        mlog->error("{}: could not bring the persisted mesh up: {} (retrying on each refresh)", m.interface,
+                    r.error().message);
     }
   }
   refresh();
   return {};
 }
 
-std::optional<std::string> Core::own_endpoint_locked(const json& inspect) const {
+StatusParts Core::parts_locked(bool live, const std::string& error) {
   const Config cfg = config();
-  if (!cfg.overlay.public_address.empty()) return endpoint_of(cfg.overlay.public_address, cfg.overlay.listen_port);
-  if (inspect.is_object() && inspect.contains("fabric") && inspect["fabric"].is_object()) {
-    const json& f = inspect["fabric"];
-    if (f.value("kind", "") == "roce" && f.contains("address") && f["address"].is_string())
-      return endpoint_of(f["address"].get<std::string>(), cfg.overlay.listen_port);
+  StatusParts p;
+  p.starting = !discovered_;
+  p.inspect = inspect_text_;
+  p.mesh_available = mesh_ != nullptr;
+  p.mesh = desired_;
+  p.mesh_live = live;
+  p.mesh_error = error;
+  p.public_key = public_key_;
+  if (!cfg.overlay.public_address.empty())
+    p.endpoint = endpoint_of(cfg.overlay.public_address, cfg.overlay.listen_port);
+  else if (fabric_address_)
+    p.endpoint = endpoint_of(*fabric_address_, cfg.overlay.listen_port);
+  p.interface = cfg.overlay.interface;
+  p.listen_port = cfg.overlay.listen_port;
+  if (pods_.list) {
+    json l = pods_.list();
+    p.pods = (l.is_object() && l.contains("pods") ? l["pods"] : json::array())
+                 .dump(-1, ' ', false, json::error_handler_t::replace);
   }
-  return std::nullopt;
+  p.warnings = warnings_;
+  return p;
 }
 
-std::string Core::mesh_summary_locked(const json& d, bool live, const std::string& live_error) {
-  json pub = public_key_.empty() ? json(nullptr) : json(public_key_);
-  json m = {{"available", mesh_ != nullptr}};
-  auto ep = own_endpoint_locked(last_inspect_);
-  m["endpoint"] = ep ? json(*ep) : json(nullptr);
-  if (d.is_null()) {
-    const Config cfg = config();
-    m["public_key"] = std::move(pub);
-    m["interface"] = cfg.overlay.interface;
-    m["listen_port"] = cfg.overlay.listen_port;
-    m["state"] = "none";
-    return m.dump();
-  }
-  m["cluster_id"] = d.value("cluster_id", "");
-  m["interface"] = d.value("interface", "wg0");
-  m["address"] = d.value("address", "");
-  m["listen_port"] = d.value("listen_port", 51820);
-  if (!live) m["error"] = live_error;
-  // The peers (public key, endpoint or null, allowed IPs of each desired
-  // peer) are written as text where a document would place "peers" among
-  // the sorted keys, not copied into a document to be serialised with the
-  // rest: that was ~3/4 of this text's cost for 250 peers, made again on
-  // every PUT and every refresh. The text is the same, byte for byte.
-  json after(json::value_t::object);  // the keys that sort after "peers"
-  after["public_key"] = std::move(pub);
-  after["state"] = live ? "up" : "absent";
-  std::string out = m.dump();
-  out.back() = ',';
-  out += "\"peers\":[";
-  static const json kNull, kEmpty = "", kNoIps = json::array();
-  auto put = [&out](const json& p, const char* k, const json& absent) {
-    auto f = p.find(k);
-    out += (f != p.end() ? *f : absent).dump();
-  };
-  if (auto it = d.find("peers"); it != d.end() && it->is_array()) {
-    bool first = true;
-    for (const auto& p : *it) {
-      out += first ? "{\"allowed_ips\":" : ",{\"allowed_ips\":";
-      first = false;
-      put(p, "allowed_ips", kNoIps);
-      out += ",\"endpoint\":";
-      put(p, "endpoint", kNull);
-      out += ",\"public_key\":";
-      put(p, "public_key", kEmpty);
-      out += '}';
-    }
-  }
-  out += "],";
-  out.append(after.dump(), 1, std::string::npos);
-  return out;
-}
-
-std::string Core::stable_body_locked(const json& inspect, const std::string& mesh_summary) {
-  // As a document {inspect, mesh, pods, warnings} would serialise, with the
-  // mesh block already text.
-  std::string out = "{\"inspect\":" + without_counters(inspect).dump();
-  out += ",\"mesh\":";
-  out += mesh_summary;
-  out += ",\"pods\":" + pods_array_locked().dump();
-  out += ",\"warnings\":" + json(warnings_).dump();
-  out += '}';
-  return out;
-}
-
-void Core::publish_locked(std::string body, json inspect) {
-  std::vector<std::function<void()>> wake;
+void Core::publish_locked(StatusParts parts) {
   {
     std::lock_guard lk(snap_mu_);
-    if (snap_->generation != 0 && snap_->stable_body == body) {
-      // Unchanged: keep the generation, refresh only what /metrics reads.
-      auto s = std::make_shared<Snapshot>(*snap_);
-      s->inspect = std::move(inspect);
-      snap_ = std::move(s);
-      return;
-    }
+    if (snap_->generation != 0 && snap_->parts == parts) return;
     auto s = std::make_shared<Snapshot>();
     s->generation = snap_->generation + 1;
     s->etag = "W/\"" + instance_ + "-" + std::to_string(s->generation) + "\"";
-    s->stable_body = std::move(body);
-    s->inspect = std::move(inspect);
+    s->parts = std::move(parts);
     snap_ = std::move(s);
   }
   std::lock_guard lk(sub_mu_);
@@ -306,14 +349,15 @@ void Core::publish_locked(std::string body, json inspect) {
 void Core::refresh() {
   auto log = fa::logger("agent");
   auto t0 = std::chrono::steady_clock::now();
-  const Config cfg = config();
   std::lock_guard lk(op_mu_);
   warnings_.clear();
   json inspect = nullptr;
+  fabric_address_.reset();
   if (discovery_) {
     auto r = discovery_->discover();
     if (r) {
-      inspect = std::move(*r);
+      if (r->fabric.kind == "roce") fabric_address_ = r->fabric.address;
+      inspect = probes::to_json(*r);
     } else {
       ++refresh_failures_;
       warnings_.push_back("discovery failed: " + r.error().message);
@@ -322,32 +366,30 @@ void Core::refresh() {
   } else {
     warnings_.push_back("discovery (probes/) is not part of this build");
   }
-  last_inspect_ = inspect;
+  discovered_ = true;
+  inspect_text_ = without_counters(inspect).dump(-1, ' ', false, json::error_handler_t::replace);
   if (pods_.on_discovery)
     for (auto& w : pods_.on_discovery(inspect)) warnings_.push_back(std::move(w));
-
-  std::optional<json> live;
-  std::string live_error;
-  if (mesh_ && !persisted_.mesh.is_null()) {
-    const std::string ifname = ifname_of(persisted_.mesh, cfg);
-    auto netns = mesh_netns_locked(persisted_.mesh);
-    auto s = mesh_->show(ifname, netns);
-    if (!s) {
-      // Reconcile: the desired mesh is gone from the kernel (reboot, someone
-      // ran `ip link del`); bring it back.
-      auto mlog = fa::logger("mesh");
-      mlog->warn("{}: not live ({}); re-applying the persisted mesh", ifname, s.error().message);
-      auto a = mesh_->apply(with_netns(persisted_.mesh, netns), 0, {});
-      if (!a) mlog->error("{}: re-apply failed: {}", ifname, a.error().message);
-      s = mesh_->show(ifname, netns);
-    }
-    if (s) live = std::move(*s);
-    else live_error = s.error().message;
+  {
+    std::lock_guard sl(snap_mu_);
+    inspect_full_ = std::make_shared<json>(std::move(inspect));
   }
 
-  std::string body =
-      stable_body_locked(inspect, mesh_summary_locked(persisted_.mesh, live.has_value(), live_error));
-  publish_locked(std::move(body), std::move(inspect));
+  // Reconcile: the interface brought back to the desired mesh, whatever
+  // happened to it (a reboot, `ip link del`, a peer removed by hand).
+  if (mesh_ && desired_) {
+    std::optional<overlay::DesiredMesh> copy;
+    const auto& m = placed_locked(*desired_, copy);
+    auto r = mesh_->apply(m);
+    live_ = r.ok();
+    live_error_ = r ? std::string() : r.error().message;
+    if (!r)
+      fa::logger("mesh")->error("{}: not live: {} (retrying on each refresh)", m.interface, r.error().message);
+    else if (r->created || r->device_changed || r->link_changed)
+      fa::logger("mesh")->warn("{}: had drifted from the desired mesh; restored (changes: {})", m.interface,
+                               to_json(*r)["changes"].dump());
+  }
+  publish_locked(parts_locked(live_, live_error_));
   ++refreshes_;
   last_refresh_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -357,9 +399,14 @@ std::shared_ptr<const Snapshot> Core::snapshot() const {
   return snap_;
 }
 
+std::shared_ptr<const json> Core::inspect_document() const {
+  std::lock_guard lk(snap_mu_);
+  return inspect_full_;
+}
+
 std::string Core::render_status(const Snapshot& s) const {
   // The agent block is small and built per request (uptime moves); the rest
-  // is the cached text of this generation, spliced in without re-serialising.
+  // is the generation's text, made once.
   auto now = std::chrono::system_clock::now();
   long long uptime = std::chrono::duration_cast<std::chrono::seconds>(now - started_).count();
   long long started = std::chrono::duration_cast<std::chrono::seconds>(started_.time_since_epoch()).count();
@@ -369,7 +416,7 @@ std::string Core::render_status(const Snapshot& s) const {
                 "\"uptime_seconds\":%lld},",
                 FA_VERSION, instance_.c_str(), static_cast<unsigned long long>(s.generation), started, uptime);
   std::string out = head;
-  out.append(s.stable_body, 1, std::string::npos);  // stable_body starts with '{'
+  out.append(s.body(), 1, std::string::npos);  // the body starts with '{'
   return out;
 }
 
@@ -387,126 +434,115 @@ void Core::unsubscribe(uint64_t id) {
 
 ApiResult Core::get_mesh() {
   if (!mesh_) return unavailable("the overlay (overlay/)");
-  const Config cfg = config();
   std::lock_guard lk(op_mu_);
-  json out = {{"desired", persisted_.mesh}, {"public_key", public_key_}};
-  if (persisted_.mesh.is_null()) {
+  json out = {{"desired", desired_ ? overlay::to_json(*desired_) : json(nullptr)}, {"public_key", public_key_}};
+  if (!desired_) {
     out["live"] = nullptr;
     return out;
   }
-  auto s = mesh_->show(ifname_of(persisted_.mesh, cfg), mesh_netns_locked(persisted_.mesh));
-  out["live"] = s ? *s : json(nullptr);
+  auto s = mesh_->show(desired_->interface, netns_locked(*desired_));
+  out["live"] = s ? overlay::to_json(*s) : json(nullptr);
   if (!s) out["live_error"] = s.error().message;
   return out;
 }
 
-ApiResult Core::put_mesh(json doc) {
-  if (!mesh_) return unavailable("the overlay (overlay/)");
-  const Config cfg = config();
-  std::lock_guard lk(op_mu_);
+// The document as the daemon keeps it (defaults from the config, the
+// agent's key), or why it is refused. Nothing is touched.
+std::variant<overlay::DesiredMesh, ApiFailure> Core::admit_locked(const Config& cfg, const json& doc) {
+  if (!doc.is_object()) return invalid("", "", "the mesh document must be a JSON object");
+  overlay::ParseOptions po;
+  po.overlay_cidr = cfg.overlay.cidr;
+  auto parsed = overlay::parse_desired(doc, po);
+  if (!parsed.ok()) return invalid(parsed.errors);
+  overlay::DesiredMesh m = std::move(*parsed.value);
+  if (!doc.contains("interface")) m.interface = cfg.overlay.interface;
+  if (!doc.contains("listen_port")) m.listen_port = cfg.overlay.listen_port;
+  if (!m.mtu) m.mtu = cfg.overlay.mtu > 0 ? static_cast<uint32_t>(cfg.overlay.mtu) : 1420;
   // Without a key file of its own (none named, or null), the mesh uses the
   // agent's key, so the public key the control plane read from /v1/status
   // stays true.
-  if (doc.is_object())
-    if (auto it = doc.find("private_key_file"); it == doc.end() || it->is_null())
-      doc["private_key_file"] = key_path();
-  return put_validated_locked(cfg, mesh_->validate(doc));
+  if (!m.private_key_file) {
+    m.private_key_file = key_path();
+  } else if (!key_file_accepted(*m.private_key_file, cfg.state_dir)) {
+    return invalid("private_key_file", *m.private_key_file,
+                   "expected a file directly in " + cfg.state_dir + " or /etc/fabric-agent (or null: the agent's key)");
+  }
+  if (m.netns && !netns_accepted(*m.netns))
+    return invalid("netns", *m.netns, "expected a name, /run/netns/NAME or /proc/PID/ns/net");
+  return m;
 }
 
-std::optional<ApiResult> Core::put_mesh_text(std::string_view body) {
-  if (!mesh_) return std::nullopt;  // put_mesh says so, after the body's own errors
+ApiResult Core::put_mesh(const json& doc) {
+  if (!mesh_) return unavailable("the overlay (overlay/)");
   const Config cfg = config();
   std::lock_guard lk(op_mu_);
-  auto v = mesh_->validate_text(body, key_path());
-  if (!v) return std::nullopt;
-  return put_validated_locked(cfg, std::move(*v));
-}
-
-ApiResult Core::put_validated_locked(const Config& cfg, MeshValidation v) {
-  auto log = fa::logger("mesh");
-  if (!v.canonical) {
-    ApiFailure f{422, "validation_failed", "", "", json::array()};
-    for (const auto& e : v.errors)
-      f.details.push_back({{"field", e.field}, {"value", e.value}, {"message", e.message}});
-    if (!v.errors.empty()) {
-      const auto& e = v.errors.front();
-      f.field = e.field;
-      f.message = e.field + ": `" + e.value + "': " + e.message;
-      if (v.errors.size() > 1) f.message += " (and " + std::to_string(v.errors.size() - 1) + " more)";
-    } else {
-      f.message = "the mesh document is not valid";
-    }
-    return f;
-  }
-  const json& want = *v.canonical;
-  const json& have = persisted_.mesh;
-  if (!have.is_null()) {
-    if (have.value("cluster_id", "") != want.value("cluster_id", "")) {
-      mesh_->discard();
+  auto admitted = admit_locked(cfg, doc);
+  if (auto* f = std::get_if<ApiFailure>(&admitted)) return std::move(*f);
+  overlay::DesiredMesh& want = std::get<overlay::DesiredMesh>(admitted);
+  if (desired_) {
+    if (desired_->cluster_id != want.cluster_id)
       return ApiFailure{409, "conflict",
-                        "this node is in cluster '" + have.value("cluster_id", "") + "'; DELETE /v1/mesh before joining '" +
-                            want.value("cluster_id", "") + "'",
+                        "this node is in cluster '" + desired_->cluster_id + "'; DELETE /v1/mesh before joining '" +
+                            want.cluster_id + "'",
                         "cluster_id", nullptr};
-    }
-    if (ifname_of(have, cfg) != ifname_of(want, cfg) || opt_netns(have) != opt_netns(want)) {
-      mesh_->discard();
+    if (desired_->interface != want.interface || desired_->netns != want.netns)
       return ApiFailure{409, "conflict",
-                        "the mesh runs on interface '" + ifname_of(have, cfg) +
+                        "the mesh runs on interface '" + desired_->interface +
                             "'; DELETE /v1/mesh before moving it to another interface or namespace",
                         "interface", nullptr};
-    }
   }
-  const auto netns = mesh_netns_locked(want);
-  // The new state is written and fsync'd (~1 ms here) while the mesh is
-  // applied: both mostly wait, on the disk and on the backend. Should the
-  // apply fail, the previous state is written back before the answer; a
-  // crash in between leaves the new desired state on disk, which the next
-  // start applies (what the control plane asked for).
-  const bool persist = persisted_.mesh != want;
-  // fa::Task: its get() returns when the state is written, without waiting
-  // for the writer thread's exit as std::async's future would.
-  Task<Status> saved;
-  // The writer only reads `want` and the pods list, both left alone until
-  // saved.get() below: no copy of the peer list for it.
+  return change_locked(std::move(want), nullptr);
+}
+
+ApiResult Core::patch_mesh(const json& doc) {
+  if (!mesh_) return unavailable("the overlay (overlay/)");
+  const Config cfg = config();
+  std::lock_guard lk(op_mu_);
+  overlay::ParseOptions po;
+  po.overlay_cidr = cfg.overlay.cidr;
+  auto parsed = overlay::parse_peer_changes(doc, po);
+  if (!parsed.ok()) return invalid(parsed.errors);
+  const overlay::PeerChanges& c = *parsed.value;
+  if (!desired_)
+    return ApiFailure{409, "conflict", "this node has no mesh: PUT /v1/mesh first", "cluster_id", nullptr};
+  if (c.cluster_id != desired_->cluster_id)
+    return ApiFailure{409, "conflict",
+                      "this node is in cluster '" + desired_->cluster_id + "', not '" + c.cluster_id + "'",
+                      "cluster_id", nullptr};
+  auto after = overlay::with_changes(*desired_, c, po);
+  if (!after.ok()) return invalid(after.errors);
+  return change_locked(std::move(*after.value), &c);
+}
+
+// The rest of a PUT or a PATCH, once the new desired mesh is valid: persist
+// it ahead of the change (a crash in between leaves what the control plane
+// asked for, which the next start applies), apply it, publish. A failed
+// apply puts the previous state back.
+ApiResult Core::change_locked(overlay::DesiredMesh next, const overlay::PeerChanges* peers) {
+  auto log = fa::logger("mesh");
+  const bool persist = !desired_ || *desired_ != next;
   if (persist)
-    saved = Task<Status>([&cfg, &want, this] { return save_state(cfg.state_dir, want, persisted_.pods); });
-  // The status text with the new mesh is made while the backend applies it
-  // (~1.3 ms for 1000 peers, against wireguard-go's ~60 ms), and published
-  // only if the apply succeeds.
-  std::string status_body;
-  auto prepare = [&] {
-    status_body = stable_body_locked(last_inspect_, mesh_summary_locked(want, true, ""));
-  };
-  // The parsed form of `want` is reused (v.token) unless the apply is of a
-  // copy with the pod's namespace added.
-  auto r = netns ? mesh_->apply(with_netns(want, netns), 0, prepare) : mesh_->apply(want, v.token, prepare);
-  Status save_status = persist ? saved.get() : Status{};
+    if (Status s = peers ? store_->append(*peers, next) : store_->save(PersistedState{next}); !s) {
+      log->error("state: {}", s.error().message);
+      return ApiFailure{500, "state_write_failed", "nothing changed: " + s.error().message, "", nullptr};
+    }
+  std::optional<overlay::DesiredMesh> copy;
+  auto r = peers ? mesh_->apply_peers(placed_locked(*desired_, copy), *peers) : mesh_->apply(placed_locked(next, copy));
   if (!r) {
-    log->error("{}: apply failed: {}", ifname_of(want, cfg), r.error().message);
+    log->error("{}: apply failed: {}", next.interface, r.error().message);
     if (persist)
-      if (Status s = save_state(cfg.state_dir, persisted_); !s)
+      if (Status s = store_->save(PersistedState{desired_ ? std::optional(*desired_) : std::nullopt}); !s)
         log->error("state: writing back the previous mesh after the failed apply: {}", s.error().message);
     return ApiFailure{500, "apply_failed", r.error().message, "", nullptr};
   }
-  if (persist) {
-    if (!save_status) {
-      log->error("state: {}", save_status.error().message);
-      return ApiFailure{500, "state_write_failed",
-                        "mesh applied but not persisted: " + save_status.error().message, "", nullptr};
-    }
-    persisted_.mesh = std::move(*v.canonical);  // `want` is moved-from below this line
-  }
-  const json& now = persisted_.mesh;  // what was wanted, persisted
-  // The peer count by reference: value("peers", ...) would copy the list.
-  const auto peers = now.find("peers");
-  log->info("{}: mesh of cluster {} applied ({} peers, changes: {})", ifname_of(now, cfg),
-            now.value("cluster_id", ""), peers != now.end() ? peers->size() : 0,
-            r->contains("changes") ? (*r)["changes"].dump() : "{}");
-  if (status_body.empty())
-    status_body = stable_body_locked(last_inspect_, mesh_summary_locked(now, true, ""));
-  publish_locked(std::move(status_body), last_inspect_);
-  json out = std::move(*r);
-  out["cluster_id"] = now.value("cluster_id", "");
+  desired_ = std::make_shared<overlay::DesiredMesh>(std::move(next));
+  live_ = true;
+  live_error_.clear();
+  json out = to_json(*r);
+  log->info("{}: mesh of cluster {} applied ({} peers, changes: {})", desired_->interface, desired_->cluster_id,
+            desired_->peers.size(), out["changes"].dump());
+  publish_locked(parts_locked(true, ""));
+  out["cluster_id"] = desired_->cluster_id;
   return out;
 }
 
@@ -515,47 +551,54 @@ ApiResult Core::delete_mesh() {
   auto log = fa::logger("mesh");
   const Config cfg = config();
   std::lock_guard lk(op_mu_);
-  const json have = persisted_.mesh;
-  const std::string ifname = ifname_of(have, cfg);
-  if (Status s = mesh_->down(ifname, mesh_netns_locked(have)); !s) {
+  const std::string ifname = desired_ ? desired_->interface : cfg.overlay.interface;
+  // Forgotten first: a removal that fails half-way is retried by the
+  // control plane, never undone by a refresh that recreates the interface.
+  if (desired_)
+    if (Status s = store_->save(PersistedState{}); !s)
+      return ApiFailure{500, "state_write_failed", "nothing changed: " + s.error().message, "", nullptr};
+  const bool had = desired_ != nullptr;
+  std::optional<std::string> netns = desired_ ? netns_locked(*desired_) : std::nullopt;
+  desired_.reset();
+  if (Status s = mesh_->down(ifname, netns); !s) {
     log->error("{}: down failed: {}", ifname, s.error().message);
+    publish_locked(parts_locked(false, ""));
     return ApiFailure{500, "down_failed", s.error().message, "", nullptr};
   }
-  if (!have.is_null()) {
-    PersistedState next = persisted_;
-    next.mesh = nullptr;
-    if (Status s = save_state(cfg.state_dir, next); !s)
-      return ApiFailure{500, "state_write_failed", "mesh removed but not persisted: " + s.error().message, "", nullptr};
-    persisted_ = std::move(next);
-    log->info("{}: mesh of cluster {} removed", ifname, have.value("cluster_id", ""));
-  }
-  publish_locked(stable_body_locked(last_inspect_, mesh_summary_locked(persisted_.mesh, false, "")),
-                 last_inspect_);
-  return json{{"interface", ifname}, {"removed", !have.is_null()}};
+  if (had) log->info("{}: mesh removed", ifname);
+  live_ = false;
+  live_error_.clear();
+  publish_locked(parts_locked(false, ""));
+  return json{{"interface", ifname}, {"removed", had}};
 }
 
 json Core::pods() const {
-  // Live from the registry (the hooks' own lock, not the operation lock: a
-  // GET never queues behind a mesh apply); the snapshot's copy otherwise.
+  // Live from pods/ (which never makes a reader wait for a registration in
+  // progress); the generation's copy without it.
   if (pods_.list) return pods_.list();
   auto s = snapshot();
-  json doc = json::parse(s->stable_body, nullptr, false);
-  return json{{"pods", doc.is_object() && doc.contains("pods") ? doc["pods"] : json::array()}};
+  json l = json::parse(s->parts.pods, nullptr, false);
+  return json{{"pods", l.is_array() ? l : json::array()}};
 }
 
 std::string Core::metrics_text() {
-  const Config cfg = config();
   std::optional<json> live;
   {
     std::lock_guard lk(op_mu_);
-    if (mesh_ && !persisted_.mesh.is_null()) {
-      auto s = mesh_->show(ifname_of(persisted_.mesh, cfg), mesh_netns_locked(persisted_.mesh));
-      if (s) live = std::move(*s);
+    if (mesh_ && desired_) {
+      auto s = mesh_->show(desired_->interface, netns_locked(*desired_));
+      if (s) live = overlay::to_json(*s);
     }
   }
-  auto snap = snapshot();
+  std::shared_ptr<const Snapshot> snap;
+  std::shared_ptr<const json> inspect;
+  {
+    std::lock_guard lk(snap_mu_);
+    snap = snap_;
+    inspect = inspect_full_;
+  }
   MetricsInput in;
-  in.inspect = &snap->inspect;
+  in.inspect = inspect.get();
   in.mesh_live = live ? &*live : nullptr;
   in.generation = snap->generation;
   in.start_time_unix = std::chrono::duration<double>(started_.time_since_epoch()).count();

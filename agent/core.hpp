@@ -4,7 +4,7 @@
 //
 // Threads: the HTTP server reads snapshots from its I/O thread; everything that
 // blocks (discovery, mesh apply/show/down, state writes) runs on one worker
-// thread, which is what serialises PUT/DELETE /v1/mesh. A mutex still guards
+// thread, which is what serialises the mesh operations. A mutex still guards
 // each operation so that direct callers (tests) get the same guarantee.
 #pragma once
 
@@ -32,15 +32,36 @@ namespace fa::agent {
 
 class RdmaService;
 
-// What /v1/status serves for one generation. The body holds only what moves
-// the generation (no counters, byte counts or handshake times: those change
-// every second and live in /metrics and GET /v1/mesh), so a control plane
-// polling with If-None-Match pays for a 304 until something real changes.
+// What /v1/status says, as values. Only what moves the generation is here:
+// no counters, byte counts or handshake times (those change every second and
+// live in /metrics and GET /v1/mesh), so a control plane polling with
+// If-None-Match pays for a 304 until something real changes.
+struct StatusParts {
+  bool starting = true;  // before the first discovery: inspect and mesh null
+  std::string inspect = "null";  // the inspect document without counters, as JSON text
+  bool mesh_available = false;
+  std::shared_ptr<const overlay::DesiredMesh> mesh;  // the desired mesh, or none
+  bool mesh_live = false;
+  std::string mesh_error;
+  std::string public_key;
+  std::optional<std::string> endpoint;  // where peers reach this node
+  std::string interface;                // the configured one, shown while no mesh
+  uint16_t listen_port = 0;
+  std::string pods = "[]";  // JSON text
+  std::vector<std::string> warnings{"starting"};
+  bool operator==(const StatusParts& o) const;
+};
+
+// One generation of /v1/status. The text is made once, by the first reader.
 struct Snapshot {
   uint64_t generation = 0;
-  std::string etag;         // W/"<instance>-<generation>"
-  std::string stable_body;  // JSON object text: inspect, mesh, pods, warnings
-  nlohmann::json inspect;   // full inspect document (with counters), for /metrics
+  std::string etag;  // W/"<instance>-<generation>"
+  StatusParts parts;
+  const std::string& body() const;  // JSON object text: inspect, mesh, pods, warnings
+
+ private:
+  mutable std::once_flag rendered_;
+  mutable std::string body_;
 };
 
 // An API failure, turned into {error: {code, message, field}} by the handler.
@@ -68,22 +89,24 @@ class Core {
   Core(Config cfg, std::unique_ptr<Discovery> discovery, std::unique_ptr<MeshOps> mesh);
   ~Core();
 
-  // Loads persisted state (a corrupt file is moved aside), makes sure the
+  // Loads persisted state (an unusable file is moved aside), makes sure the
   // WireGuard key exists, adopts/reconciles the persisted mesh and runs the
   // first discovery. Errors here are for a person (startup aborts).
   // `before_first_refresh` runs once the state and key are loaded, before the
   // mesh is applied, without the operation lock: the daemon starts pods/
   // there, which adopts a pod still holding the mesh interface, so the apply
-  // goes into that pod's namespace (mesh_netns) instead of creating a second
-  // interface on the host; the first generation carries the CDI warnings and
-  // the pods.
+  // goes into that pod's namespace instead of creating a second interface on
+  // the host.
   Status start(const std::function<void()>& before_first_refresh = {});
 
-  // Rediscovery + reconcile. Moves the generation only when the stable
-  // status changed; wakes long-pollers when it does.
+  // Rediscovery + reconcile (the interface brought back to the desired
+  // mesh). Moves the generation only when the status changed; wakes
+  // long-pollers when it does.
   void refresh();
 
   std::shared_ptr<const Snapshot> snapshot() const;
+  // The last discovery's `inspect --json` document, counters included.
+  std::shared_ptr<const nlohmann::json> inspect_document() const;
   std::string render_status(const Snapshot& s) const;  // the /v1/status body
 
   // Long-poll: `fn` is called (on the thread that moved the generation) once
@@ -91,23 +114,24 @@ class Core {
   uint64_t subscribe(std::function<void()> fn);
   void unsubscribe(uint64_t id);
 
-  // Blocking, serialised.
+  // Blocking, serialised. Each is one plain sequence: validate, persist the
+  // new desired state, apply it, publish; a failed apply puts the previous
+  // state back.
   ApiResult get_mesh();
-  ApiResult put_mesh(nlohmann::json doc);
-  // PUT /v1/mesh's body as it came: nullopt when it is not of the usual shape
-  // (MeshOps::validate_text), and the caller then parses it for put_mesh().
-  std::optional<ApiResult> put_mesh_text(std::string_view body);
+  ApiResult put_mesh(const nlohmann::json& doc);    // the whole desired mesh
+  ApiResult patch_mesh(const nlohmann::json& doc);  // some peers of the running mesh
   ApiResult delete_mesh();
+  // {"pods": [...]}: the registrations as of their last change.
   nlohmann::json pods() const;
 
   // Pods: hooks are set once, after start(); the next refresh() uses them.
   void set_pods(PodsHooks h);
   // Runs fn under the lock every mesh operation takes (a pod registration
-  // moves wg0: it must never interleave with PUT/DELETE /v1/mesh).
+  // moves wg0: it must never interleave with a mesh operation).
   nlohmann::json run_serialized(const std::function<nlohmann::json()>& fn);
-  // The persisted canonical mesh (or null). Only from inside run_serialized or
-  // a PodsHooks callback: the caller already holds the operation lock.
-  nlohmann::json persisted_mesh_held() const { return persisted_.mesh; }
+  // The desired mesh. Only from inside run_serialized or a PodsHooks
+  // callback: the caller already holds the operation lock.
+  std::optional<overlay::DesiredMesh> desired_held() const;
   std::string metrics_text();
 
   // Token: replaced on SIGHUP.
@@ -126,18 +150,14 @@ class Core {
   bool mesh_available() const { return mesh_ != nullptr; }
 
  private:
-  // The status's mesh block for a desired mesh (persisted_.mesh, or one
-  // being applied), as JSON text.
-  std::string mesh_summary_locked(const nlohmann::json& desired, bool live, const std::string& live_error);
-  // The status text without its agent block (Snapshot::stable_body).
-  std::string stable_body_locked(const nlohmann::json& inspect, const std::string& mesh_summary);
-  void publish_locked(std::string stable_body, nlohmann::json inspect);
-  // put_mesh's work once the document is validated.
-  ApiResult put_validated_locked(const Config& cfg, MeshValidation v);
-  std::optional<std::string> own_endpoint_locked(const nlohmann::json& inspect) const;
+  std::variant<overlay::DesiredMesh, ApiFailure> admit_locked(const Config& cfg, const nlohmann::json& doc);
+  ApiResult change_locked(overlay::DesiredMesh next, const overlay::PeerChanges* peers);
+  std::optional<std::string> netns_locked(const overlay::DesiredMesh& m);
+  const overlay::DesiredMesh& placed_locked(const overlay::DesiredMesh& m, std::optional<overlay::DesiredMesh>& copy);
+  StatusParts parts_locked(bool live, const std::string& error);
+  void publish_locked(StatusParts parts);
+  void recover_locked(const Config& cfg);
   std::string key_path() const;
-  std::optional<std::string> mesh_netns_locked(const nlohmann::json& desired);
-  nlohmann::json pods_array_locked();
 
   mutable std::mutex cfg_mu_;
   Config cfg_;
@@ -146,14 +166,20 @@ class Core {
 
   // Everything below under op_mu_ (held for the length of one blocking op).
   std::mutex op_mu_;
-  PersistedState persisted_;
-  nlohmann::json last_inspect_;
+  std::unique_ptr<StateStore> store_;  // made by start()
+  std::shared_ptr<const overlay::DesiredMesh> desired_;
+  std::string inspect_text_ = "null";
+  std::optional<std::string> fabric_address_;  // RoCE: the fabric netdev's address
   std::vector<std::string> warnings_;
+  bool live_ = false;
+  std::string live_error_;
   std::string public_key_;
   PodsHooks pods_;
+  bool discovered_ = false;
 
   mutable std::mutex snap_mu_;
   std::shared_ptr<const Snapshot> snap_;
+  std::shared_ptr<const nlohmann::json> inspect_full_;  // with counters, for /metrics
 
   std::mutex sub_mu_;
   std::map<uint64_t, std::function<void()>> subs_;

@@ -4,8 +4,11 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <set>
+#include <vector>
 
 namespace fa::agent {
 
@@ -35,12 +38,81 @@ void family(std::string& out, const char* name, const char* type, const char* he
   out += '\n';
 }
 
-// Sysfs counter names become label values, not metric names: the set differs
-// per driver and a label keeps the family list fixed.
 uint64_t as_u64(const nlohmann::json& v) {
   if (v.is_number_unsigned()) return v.get<uint64_t>();
   if (v.is_number_integer() && v.get<int64_t>() >= 0) return static_cast<uint64_t>(v.get<int64_t>());
   return 0;
+}
+
+// A string member of a JSON object, "" when absent or not a string (the
+// inspect document writes null for what could not be read).
+std::string str_of(const nlohmann::json& o, const char* key) {
+  auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// The IBA PortCounters (and PortCountersExtended) that the kernel writes to
+// ports/N/counters/, one family each, named and typed as Prometheus expects.
+// port_xmit_data and port_rcv_data count 4-octet words: "Total number of
+// data octets, divided by 4 (lanes)" (the kernel's
+// Documentation/ABI/stable/sysfs-class-infiniband; PortXmitData and
+// PortRcvData in the IBA spec's PortCounters), hence `scale` 4 for bytes.
+struct IbaCounter {
+  const char* file;
+  const char* metric;
+  uint64_t scale;
+  const char* help;
+};
+constexpr IbaCounter kIbaCounters[] = {
+    {"port_rcv_data", "fabric_agent_port_receive_bytes_total", 4,
+     "Data octets received on all VLs (port_rcv_data x 4)."},
+    {"port_xmit_data", "fabric_agent_port_transmit_bytes_total", 4,
+     "Data octets transmitted on all VLs (port_xmit_data x 4)."},
+    {"port_rcv_packets", "fabric_agent_port_receive_packets_total", 1,
+     "Packets received, errors included (port_rcv_packets)."},
+    {"port_xmit_packets", "fabric_agent_port_transmit_packets_total", 1,
+     "Packets transmitted, errors included (port_xmit_packets)."},
+    {"unicast_rcv_packets", "fabric_agent_port_unicast_receive_packets_total", 1,
+     "Unicast packets received (unicast_rcv_packets)."},
+    {"unicast_xmit_packets", "fabric_agent_port_unicast_transmit_packets_total", 1,
+     "Unicast packets transmitted (unicast_xmit_packets)."},
+    {"multicast_rcv_packets", "fabric_agent_port_multicast_receive_packets_total", 1,
+     "Multicast packets received (multicast_rcv_packets)."},
+    {"multicast_xmit_packets", "fabric_agent_port_multicast_transmit_packets_total", 1,
+     "Multicast packets transmitted (multicast_xmit_packets)."},
+    {"port_rcv_errors", "fabric_agent_port_receive_errors_total", 1,
+     "Packets received with an error (port_rcv_errors)."},
+    {"port_rcv_remote_physical_errors", "fabric_agent_port_receive_remote_physical_errors_total", 1,
+     "Packets received marked with the EBP delimiter (port_rcv_remote_physical_errors)."},
+    {"port_rcv_switch_relay_errors", "fabric_agent_port_receive_switch_relay_errors_total", 1,
+     "Packets received that the switch relay could not forward (port_rcv_switch_relay_errors)."},
+    {"port_rcv_constraint_errors", "fabric_agent_port_receive_constraint_errors_total", 1,
+     "Packets received and discarded by inbound filtering or partition checks (port_rcv_constraint_errors)."},
+    {"port_xmit_constraint_errors", "fabric_agent_port_transmit_constraint_errors_total", 1,
+     "Packets not transmitted because of outbound filtering or partition checks "
+     "(port_xmit_constraint_errors)."},
+    {"port_xmit_discards", "fabric_agent_port_transmit_discards_total", 1,
+     "Outbound packets discarded because the port is down or congested (port_xmit_discards)."},
+    {"port_xmit_wait", "fabric_agent_port_transmit_wait_total", 1,
+     "Ticks with data to send and nothing sent (port_xmit_wait)."},
+    {"symbol_error", "fabric_agent_port_symbol_errors_total", 1,
+     "Minor link errors on a physical lane (symbol_error)."},
+    {"link_error_recovery", "fabric_agent_port_link_error_recoveries_total", 1,
+     "Link error recoveries completed (link_error_recovery)."},
+    {"link_downed", "fabric_agent_port_link_downed_total", 1,
+     "Times a failed link error recovery took the link down (link_downed)."},
+    {"local_link_integrity_errors", "fabric_agent_port_local_link_integrity_errors_total", 1,
+     "Times local physical errors exceeded their threshold (local_link_integrity_errors)."},
+    {"excessive_buffer_overrun_errors", "fabric_agent_port_excessive_buffer_overrun_errors_total", 1,
+     "Input buffer overruns (excessive_buffer_overrun_errors)."},
+    {"VL15_dropped", "fabric_agent_port_vl15_dropped_total", 1,
+     "Incoming VL15 (subnet management) packets dropped (VL15_dropped)."},
+};
+
+std::string scaled(uint64_t v, uint64_t scale) {
+  // Exact while it fits; beyond 2^64 the text format's float is all there is.
+  if (v <= UINT64_MAX / scale) return num(v * scale);
+  return num(static_cast<double>(v) * static_cast<double>(scale));
 }
 
 int port_state_value(const std::string& s) {
@@ -115,42 +187,66 @@ std::string render_metrics(const MetricsInput& in, const ApiMetrics& api) {
 
   api.render(out);
 
-  // Ports: state, rate, counters.
-  std::string state, rate, counters, hw;
+  // Ports: state and rate from hcas[].ports[], counters from the document's
+  // `counters` map ("dev:port" -> {counters, hw_counters}).
+  std::string state, rate, hw;
+  std::vector<std::string> iba(std::size(kIbaCounters));
   std::set<std::string> seen;  // a series appears once even if the document repeats a port
-  if (in.inspect && in.inspect->is_object() && in.inspect->contains("hcas") && (*in.inspect)["hcas"].is_array()) {
-    for (const auto& hca : (*in.inspect)["hcas"]) {
-      std::string dev = escape_label(hca.value("name", ""));
-      if (!hca.contains("ports") || !hca["ports"].is_array()) continue;
-      for (const auto& p : hca["ports"]) {
-        std::string port = std::to_string(p.value("port", 0));
-        if (!seen.insert(dev + ":" + port).second) continue;
-        std::string labels = "device=\"" + dev + "\",port=\"" + port + "\"";
-        std::string st = p.contains("state") && p["state"].is_string() ? p["state"].get<std::string>() : "";
-        state += "fabric_agent_port_state{" + labels + ",link_layer=\"" + escape_label(p.value("link_layer", "")) +
-                 "\"} " + std::to_string(port_state_value(st)) + "\n";
-        if (p.contains("rate_gbps") && p["rate_gbps"].is_number())
-          rate += "fabric_agent_port_rate_bits_per_second{" + labels + "} " + num(p["rate_gbps"].get<double>() * 1e9) + "\n";
-        auto add = [&](const char* key, std::string& dst, const char* metric) {
-          if (!p.contains(key) || !p[key].is_object()) return;
-          for (const auto& [name, v] : p[key].items())
-            dst += std::string(metric) + "{" + labels + ",counter=\"" + escape_label(name) + "\"} " + num(as_u64(v)) + "\n";
-        };
-        add("counters", counters, "fabric_agent_port_counter_total");
-        add("hw_counters", hw, "fabric_agent_port_hw_counter_total");
-      }
+  const nlohmann::json* doc = in.inspect && in.inspect->is_object() ? in.inspect : nullptr;
+  const nlohmann::json* hcas =
+      doc && doc->contains("hcas") && (*doc)["hcas"].is_array() ? &(*doc)["hcas"] : nullptr;
+  const nlohmann::json* all_counters =
+      doc && doc->contains("counters") && (*doc)["counters"].is_object() ? &(*doc)["counters"] : nullptr;
+  for (const auto& hca : hcas ? *hcas : nlohmann::json::array()) {
+    if (!hca.is_object() || !hca.contains("ports") || !hca["ports"].is_array()) continue;
+    const std::string name = str_of(hca, "name");
+    const std::string dev = escape_label(name);
+    for (const auto& p : hca["ports"]) {
+      if (!p.is_object() || !p.contains("port") || !p["port"].is_number_integer()) continue;
+      std::string port = std::to_string(p["port"].get<int64_t>());
+      if (!seen.insert(dev + ":" + port).second) continue;
+      std::string labels = "device=\"" + dev + "\",port=\"" + port + "\"";
+      state += "fabric_agent_port_state{" + labels + ",link_layer=\"" +
+               escape_label(str_of(p, "link_layer")) + "\"} " +
+               std::to_string(port_state_value(str_of(p, "state"))) + "\n";
+      if (p.contains("rate_gbps") && p["rate_gbps"].is_number())
+        rate += "fabric_agent_port_rate_bytes_per_second{" + labels + "} " +
+                num(p["rate_gbps"].get<double>() * 1e9 / 8) + "\n";
+      if (!all_counters) continue;
+      auto c = all_counters->find(name + ":" + port);
+      if (c == all_counters->end() || !c->is_object()) continue;
+      if (auto iba_c = c->find("counters"); iba_c != c->end() && iba_c->is_object())
+        for (size_t i = 0; i < std::size(kIbaCounters); ++i)
+          if (auto v = iba_c->find(kIbaCounters[i].file); v != iba_c->end())
+            iba[i] += std::string(kIbaCounters[i].metric) + "{" + labels + "} " +
+                      scaled(as_u64(*v), kIbaCounters[i].scale) + "\n";
+      // hw_counters differ per driver: their names are a label. `lifespan` is
+      // no counter but how long the kernel caches the others (ms).
+      if (auto hw_c = c->find("hw_counters"); hw_c != c->end() && hw_c->is_object())
+        for (const auto& [n, v] : hw_c->items())
+          if (n != "lifespan")
+            hw += "fabric_agent_port_hw_events_total{" + labels + ",counter=\"" + escape_label(n) + "\"} " +
+                  num(as_u64(v)) + "\n";
     }
   }
   family(out, "fabric_agent_port_state", "gauge",
          "RDMA port state as the kernel numbers it: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER, 0 "
          "unknown.");
   out += state;
-  family(out, "fabric_agent_port_rate_bits_per_second", "gauge", "RDMA port link rate.");
+  family(out, "fabric_agent_port_rate_bytes_per_second", "gauge", "RDMA port link rate (ports/N/rate).");
   out += rate;
-  family(out, "fabric_agent_port_counter_total", "counter", "RDMA port counters (ports/N/counters), by sysfs name.");
-  out += counters;
-  family(out, "fabric_agent_port_hw_counter_total", "counter", "RDMA port hardware counters (ports/N/hw_counters), by sysfs name.");
-  out += hw;
+  // Only the families a port has: a RoCE host or rxe (no counters/) shows none.
+  for (size_t i = 0; i < std::size(kIbaCounters); ++i) {
+    if (iba[i].empty()) continue;
+    family(out, kIbaCounters[i].metric, "counter", kIbaCounters[i].help);
+    out += iba[i];
+  }
+  if (!hw.empty()) {
+    family(out, "fabric_agent_port_hw_events_total", "counter",
+           "RDMA port hardware counters (ports/N/hw_counters), by sysfs name; which exist depends on the "
+           "driver.");
+    out += hw;
+  }
 
   // Mesh.
   std::string age, rx, tx;
@@ -158,11 +254,11 @@ std::string render_metrics(const MetricsInput& in, const ApiMetrics& api) {
   bool up = false;
   if (in.mesh_live && in.mesh_live->is_object()) {
     up = true;
-    std::string ifname = escape_label(in.mesh_live->value("interface", ""));
+    std::string ifname = escape_label(str_of(*in.mesh_live, "interface"));
     if (in.mesh_live->contains("peers") && (*in.mesh_live)["peers"].is_array()) {
       for (const auto& p : (*in.mesh_live)["peers"]) {
         ++npeers;
-        std::string labels = "interface=\"" + ifname + "\",peer=\"" + escape_label(p.value("public_key", "")) + "\"";
+        std::string labels = "interface=\"" + ifname + "\",peer=\"" + escape_label(str_of(p, "public_key")) + "\"";
         int64_t hs = p.contains("last_handshake_unix") && p["last_handshake_unix"].is_number_integer()
                          ? p["last_handshake_unix"].get<int64_t>()
                          : 0;

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Prometheus text exposition (format 0.0.4) for GET /metrics: build info,
-// API request counts and a latency histogram per route, port state, rate and
-// counters per device/port (from the inspect document), mesh peers with
-// handshake age and bytes (from `mesh show`). Kept clean under
-// `promtool check metrics` (a test runs it on live output).
+// API request counts and a latency histogram per route, port state and rate
+// per device/port and its counters (the inspect document's `counters` map:
+// the IBA port counters one family each, bytes in bytes; hw_counters by
+// name), mesh peers with handshake age and bytes (from `mesh show`). Kept
+// clean under `promtool check metrics` (tests run it on live output and on
+// the fixtures' ports).
 #pragma once
 
 #include <nlohmann/json.hpp>

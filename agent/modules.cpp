@@ -3,106 +3,49 @@
 // overlay/: thin adapters, no logic of their own beyond the agent's key file.
 #include <sys/stat.h>
 
-#include <mutex>
-#include <optional>
-
 #include "agent/seams.hpp"
 #include "common/fs.hpp"
 #include "common/secure.hpp"
-
-#include "overlay/overlay.hpp"
 #include "probes/cli.hpp"
-#include "probes/inspect.hpp"
 
 namespace fa::agent {
 
 namespace {
+
 class ProbesDiscovery final : public Discovery {
  public:
   explicit ProbesDiscovery(const Config& c) : opt_(probes::options_from_config(c)) {}
-  Result<nlohmann::json> discover() override { return probes::to_json(probes::discover(opt_)); }
+  Result<probes::Report> discover() override { return probes::discover(opt_); }
 
  private:
   probes::InspectOptions opt_;
 };
-}  // namespace
-
-std::unique_ptr<Discovery> make_discovery(const Config& cfg) { return std::make_unique<ProbesDiscovery>(cfg); }
-
-namespace {
 
 class OverlayMesh final : public MeshOps {
  public:
-  explicit OverlayMesh(const Config& c) : cidr_(c.overlay.cidr) {
-    auto b = overlay::parse_backend(c.overlay.backend);
-    if (b) apply_opt_.backend = *b;
-    if (c.overlay.mtu > 0) default_mtu_ = static_cast<uint32_t>(c.overlay.mtu);
+  explicit OverlayMesh(const Config& c) {
+    if (auto b = overlay::parse_backend(c.overlay.backend)) opt_.backend = *b;
   }
 
-  MeshValidation validate(const nlohmann::json& doc) override {
-    discard();
-    // The device is read while the document is validated, as `mesh apply`
-    // does while it parses: a one-peer change in a 250-peer mesh spends
-    // ~0.35 ms less in apply() (1.4-1.6 -> 1.0-1.2 ms here). apply() uses
-    // the read only if the interface turns out to be that one, here (on
-    // the kernel backend a thread reads it, see overlay::EarlyGet).
-    overlay::EarlyGet early;
-    if (doc.is_object() && !doc.contains("netns"))
-      if (auto it = doc.find("interface"); it != doc.end() && it->is_string())
-        early = overlay::EarlyGet::start(it->get_ref<const std::string&>(), apply_opt_.uapi_dir,
-                                         apply_opt_.backend);
-    overlay::ParseOptions po;
-    po.overlay_cidr = cidr_;
-    auto r = overlay::parse_desired(doc, po);
-    return verdict(std::move(r), std::move(early));
+  Result<overlay::ApplyResult> apply(const overlay::DesiredMesh& m) override { return overlay::apply(m, opt_); }
+
+  Result<overlay::ApplyResult> apply_peers(const overlay::DesiredMesh& m,
+                                           const overlay::PeerChanges& changes) override {
+    return overlay::apply_peers(m, changes, opt_);
   }
 
-  std::optional<MeshValidation> validate_text(std::string_view text, const std::string& key_file) override {
-    discard();
-    // As validate(), the device is read meanwhile: from the moment the
-    // interface's name is read (a document that turns out to name a netns
-    // leaves the read unused, as `mesh apply` does).
-    overlay::EarlyGet early;
-    overlay::ParseOptions po;
-    po.overlay_cidr = cidr_;
-    po.on_interface = [&](const std::string& name) {
-      early = overlay::EarlyGet::start(name, apply_opt_.uapi_dir, apply_opt_.backend);
-    };
-    auto r = overlay::parse_desired_json_sax(text, po);
-    if (!r) return std::nullopt;
-    if (r->ok() && !r->mesh->private_key_file) r->mesh->private_key_file = key_file;
-    return verdict(std::move(*r), std::move(early));
-  }
-
-  void discard() override { last_.reset(); }
-
-  Result<nlohmann::json> apply(const nlohmann::json& canonical, uint64_t validated,
-                               const std::function<void()>& while_waiting) override {
-    overlay::ApplyOptions o = apply_opt_;
-    o.while_waiting = while_waiting;
-    if (last_ && validated != 0 && last_->token == validated) {
-      o.early_get = &last_->early;
-      auto out = overlay::apply(last_->mesh, o);
-      last_.reset();
-      return out;
-    }
-    discard();
-    overlay::ParseOptions po;
-    po.overlay_cidr = cidr_;
-    auto r = overlay::parse_desired(canonical, po);
-    if (!r.ok()) return Error{"persisted mesh no longer valid: " + (r.errors.empty() ? std::string() : r.errors[0].str())};
-    return overlay::apply(*r.mesh, o);
-  }
-
-  Result<nlohmann::json> show(const std::string& ifname, const std::optional<std::string>& netns) override {
+  Result<overlay::Shown> show(const std::string& ifname, const std::optional<std::string>& netns) override {
     overlay::ShowOptions so;
     so.netns = netns;
+    so.uapi_dir = opt_.uapi_dir;
     return overlay::show(ifname, so);
   }
 
   Status down(const std::string& ifname, const std::optional<std::string>& netns) override {
     overlay::DownOptions d;
     d.netns = netns;
+    d.uapi_dir = opt_.uapi_dir;
+    d.state_dir = opt_.state_dir;
     return overlay::down(ifname, d);
   }
 
@@ -135,55 +78,12 @@ class OverlayMesh final : public MeshOps {
   }
 
  private:
-  // The answer of either validation. A valid document: its canonical form,
-  // and its parsed form kept for the apply() of the same document, which
-  // then does not parse it a second time; the token says which document
-  // that is (no copy of it to compare).
-  MeshValidation verdict(overlay::ParseResult r, overlay::EarlyGet early) {
-    MeshValidation v;
-    if (r.ok()) {
-      overlay::DesiredMesh& m = *r.mesh;
-      if (!m.mtu) m.mtu = default_mtu_;
-      v.canonical = overlay::to_json(m);
-      v.token = ++tokens_;
-      last_ = Validated{v.token, std::move(m), std::move(early)};
-    }
-    for (const auto& e : r.errors) v.errors.push_back({e.field, e.value, e.message});
-    return v;
-  }
-  struct Validated {
-    uint64_t token;
-    overlay::DesiredMesh mesh;
-    overlay::EarlyGet early;  // may be empty
-  };
-  std::optional<Validated> last_;  // Core serialises validate() and apply()
-  uint64_t tokens_ = 0;
-  std::string cidr_;
-  overlay::ApplyOptions apply_opt_;
-  uint32_t default_mtu_ = 1420;
+  overlay::ApplyOptions opt_;
 };
+
 }  // namespace
 
+std::unique_ptr<Discovery> make_discovery(const Config& cfg) { return std::make_unique<ProbesDiscovery>(cfg); }
 std::unique_ptr<MeshOps> make_mesh_ops(const Config& cfg) { return std::make_unique<OverlayMesh>(cfg); }
-
-void use_child_for_public_keys() {
-  // One node key, derived again on every apply: remember the last pair.
-  struct Memo {
-    std::mutex mu;
-    std::optional<overlay::Key> priv, pub;
-  };
-  static Memo memo;
-  overlay::set_public_key_deriver([](const overlay::Key& priv) -> Result<overlay::Key> {
-    std::lock_guard<std::mutex> lock(memo.mu);
-    if (memo.priv && secure_equal(memo.priv->data(), priv.data(), priv.size())) return *memo.pub;
-    // /proc/self/exe: this very binary, even if the package replaced the file.
-    auto pub = overlay::public_key_in_child("/proc/self/exe", priv);
-    if (!pub) return pub;
-    if (memo.priv) overlay::wipe(*memo.priv);
-    memo.priv = priv;
-    memo.pub = *pub;
-    return pub;
-  });
-}
 
 }  // namespace fa::agent

@@ -11,17 +11,15 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 
+#include "common/netlink.hpp"
+
 namespace fa::agent {
 
 namespace asio = boost::asio;
 
-struct NlSockDeleter {
-  void operator()(nl_sock* s) const { nl_socket_free(s); }
-};
-
 struct NetlinkWatch::Impl : std::enable_shared_from_this<NetlinkWatch::Impl> {
   Impl(asio::io_context& ioc, std::function<void()> fn) : sd(ioc), debounce(ioc), on_event(std::move(fn)) {}
-  std::unique_ptr<nl_sock, NlSockDeleter> sk;
+  NlSock sk;
   asio::posix::stream_descriptor sd;
   asio::steady_timer debounce;
   std::function<void()> on_event;

@@ -5,6 +5,7 @@
 // running (a restart must be invisible to the job using it); SIGHUP reloads
 // the config and keeps the running one when the new one is bad.
 #include <sys/stat.h>
+#include <systemd/sd-daemon.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -17,7 +18,6 @@
 #include "agent/cli.hpp"
 #include "agent/core.hpp"
 #include "agent/netlink_watch.hpp"
-#include "agent/sd_notify.hpp"
 #include "agent/server.hpp"
 #include "common/cli.hpp"
 #include "common/config.hpp"
@@ -83,7 +83,6 @@ int cmd_run(const std::vector<std::string>& argv) {
   else
     log->info("bearer token read from {}", cfg->effective_token_file());
 
-  use_child_for_public_keys();
   // Declared before the io_context and the worker: the handlers still
   // pending when the loop stops (a long-poll's session) unsubscribe from
   // core as the io_context destroys them.
@@ -110,8 +109,11 @@ int cmd_run(const std::vector<std::string>& argv) {
     po.dev_root = cfg->pods.dev_root;
     po.sysfs_root = cfg->sysfs_root;
     po.overlay_cidr = cfg->overlay.cidr;
-    po.inspect = [&core] { return core.snapshot()->inspect; };
-    po.desired_mesh = [&core] { return core.persisted_mesh_held(); };
+    po.inspect = [&core] { return *core.inspect_document(); };
+    po.desired_mesh = [&core] {
+      auto m = core.desired_held();
+      return m ? overlay::to_json(*m) : nlohmann::json();
+    };
     po.changed = refresh;
     po.serialize = [&core](const std::function<nlohmann::json()>& fn) { return core.run_serialized(fn); };
     // Fails only when the registry cannot be read (nothing reconciled yet):
@@ -174,11 +176,11 @@ int cmd_run(const std::vector<std::string>& argv) {
     wd_timer.expires_after(std::chrono::microseconds(wd_usec / 2));
     wd_timer.async_wait([&](boost::system::error_code ec) {
       if (ec) return;
-      sd::notify("WATCHDOG=1");
+      sd_notify(0, "WATCHDOG=1");
       arm_watchdog();
     });
   };
-  if (sd::watchdog_enabled(&wd_usec) > 0 && wd_usec > 0) {
+  if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0) {
     log->info("systemd watchdog every {} ms (pinging at half)", wd_usec / 1000);
     arm_watchdog();
   }
@@ -188,7 +190,7 @@ int cmd_run(const std::vector<std::string>& argv) {
     signals.async_wait([&](boost::system::error_code ec, int sig) {
       if (ec) return;
       if (sig == SIGHUP) {
-        sd::notify("RELOADING=1");
+        sd_notify(0, "RELOADING=1");
         auto next = load_config(config_path);
         if (!next) {
           log->error("reload failed, keeping the running config: {}", next.error().message);
@@ -211,12 +213,12 @@ int cmd_run(const std::vector<std::string>& argv) {
             log->info("reloaded config from {}", next->source);
           }
         }
-        sd::notify("READY=1");
+        sd_notify(0, "READY=1");
         on_signal();
         return;
       }
       log->info("{}: stopping; the mesh stays up", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-      sd::notify("STOPPING=1");
+      sd_notify(0, "STOPPING=1");
       server.stop();
       refresh_timer.cancel();
       wd_timer.cancel();
@@ -226,8 +228,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   };
   on_signal();
 
-  if (int r = sd::notify("READY=1\nSTATUS=serving"); r == -ELIBACC)
-    log->error("systemd expects a readiness notification but libsystemd could not be loaded: {}", sd::load_error());
+  sd_notify(0, "READY=1\nSTATUS=serving");
   log->info("ready (generation {})", core.snapshot()->generation);
   ioc.run();
   worker.join();

@@ -132,6 +132,16 @@ Status write_file_atomic(const std::string& path, std::string_view data, unsigne
   return {};
 }
 
+void remove_stale_temporaries(const std::string& path) {
+  auto slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
+  auto names = list_dir(dir);
+  if (!names) return;
+  for (const auto& n : *names)
+    if (n.size() == prefix.size() + 6 && n.compare(0, prefix.size(), prefix) == 0) ::unlink((dir + "/" + n).c_str());
+}
+
 namespace {
 // Hands all of data to put (one write(2) or send(2)), retrying short
 // transfers and EINTR.

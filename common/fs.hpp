@@ -27,6 +27,11 @@ Result<std::string> read_link(const std::string& path);
 // fsync the directory. mode applies to the new file.
 Status write_file_atomic(const std::string& path, std::string_view data, unsigned mode = 0644);
 
+// Removes the temporaries write_file_atomic(path) leaves when the process
+// dies between creating and renaming one (path.tmp.XXXXXX). Only for a
+// path no other process writes.
+void remove_stale_temporaries(const std::string& path);
+
 // Writes all of `data` to fd (a file, a pipe, a terminal), retrying short
 // writes and EINTR. The error reads "<what>: <strerror>".
 Status write_all(int fd, std::string_view data, const std::string& what);

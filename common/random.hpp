@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Randomness from the kernel's CSPRNG (getrandom(2)) for tokens and ids:
-// what OpenSSL's RAND_bytes seeds from, without initialising OpenSSL's
-// provider machinery (~2 MiB of resident pages) in processes that need no
-// other crypto at that point.
+// Randomness from the kernel's CSPRNG (getrandom(2)) for tokens, ids and
+// private keys, as `wg genkey` reads it.
 #pragma once
 
 #include <cstddef>

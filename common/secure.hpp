@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Handling of secrets (tokens, private keys) without a crypto library:
-// the daemon compares tokens and wipes keys on every request, and loading
-// libcrypto only for that would put ~1.8 MiB of its pages into a process
-// that otherwise needs no cryptography (docs/operator.md, "Footprint").
+// Handling of secrets (tokens, private keys): wiped when done with, and
+// compared in a time that does not depend on their content.
 #pragma once
 
 #include <cstddef>

@@ -3,18 +3,12 @@
 // messages for a person and exit codes (0 ok, 1 failed, 2 bad usage/input).
 #include "overlay/cli.hpp"
 
-#include <unistd.h>
-
-#include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
 #include "common/cli.hpp"
 #include "common/fs.hpp"
 #include "common/log.hpp"
-#include "common/secure.hpp"
 #include "overlay/overlay.hpp"
 
 namespace fa::overlay {
@@ -25,8 +19,7 @@ int usage(FILE* out) {
   std::fprintf(out,
                "usage: fabric-agent mesh apply --file FILE [--backend auto|kernel|userspace] [--json]\n"
                "       fabric-agent mesh show [--interface IF] [--netns NS] [--json]\n"
-               "       fabric-agent mesh down [--interface IF] [--netns NS]\n"
-               "       fabric-agent mesh pubkey < PRIVATE_KEY_FILE\n");
+               "       fabric-agent mesh down [--interface IF] [--netns NS]\n");
   return out == stdout ? 0 : 2;
 }
 
@@ -52,10 +45,6 @@ void print_human(const nlohmann::json& s) {
   }
 }
 
-// A desired-state file at least this long is read while a thread reads the
-// kernel's device (~60 peers of JSON).
-constexpr size_t kKernelReadThreadMinBytes = 8 * 1024;
-
 int do_apply(const std::vector<std::string>& argv) {
   auto a = Args::parse(argv, {{"file", true}, {"backend", true}, {"json", false}, {"overlay-cidr", true}});
   if (!a) {
@@ -76,91 +65,42 @@ int do_apply(const std::vector<std::string>& argv) {
     }
     opt.backend = *be;
   }
-  opt.report = a->has("json");
-  ApplySummary sum;
-  opt.summary = &sum;      // without --json: the summary line's fields, no document
-  opt.log_change = false;  // the summary (or --json's "changes") carries the counts
   if (const char* lvl = std::getenv("FA_LOG_LEVEL")) set_log_level(lvl);
-  // The clock is read for the debug line only when it is written.
-  const bool debug = fa::log_enabled(spdlog::level::debug);
-  const auto t0 = debug ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  // X25519, when the change needs it at all (docs/overlay.md, "Public key"),
-  // runs inline: a helper thread started for it cost more than it hid here
-  // (its core first has to wake up, and libcrypto's dlopen slows the parse).
-  crypto_minimal_init();
-  ParseResult parsed;
-  EarlyGet early;
-  {  // the file's text lives only while it is parsed: the apply reuses its memory
-    auto text = read_text_file(*file, 16 * 1024 * 1024);
-    if (!text) {
-      std::fprintf(stderr, "fabric-agent mesh apply: %s\n", text.error().message.c_str());
-      return 1;
-    }
-    ParseOptions po;
-    po.overlay_cidr = a->get_or("overlay-cidr", po.overlay_cidr);
-    // As soon as the interface name is read, ask for the device: its
-    // wireguard-go (if any) answers while the rest of the file is parsed and
-    // validated (a one-peer change in a 250-peer mesh: ~0.8 ms of its 3 ms);
-    // otherwise a thread reads the kernel link and device meanwhile, if the
-    // file is long enough to hide it: starting a thread costs ~0.8 ms in the
-    // lab's emulated VM (tens of microseconds on hardware), as long as ~50
-    // peers take to parse there. For a shorter file only wireguard-go is
-    // asked early and apply() reads the kernel itself.
-    const bool thread_pays = text->size() >= kKernelReadThreadMinBytes;
-    po.on_interface = [&](const std::string& name) {
-      if (thread_pays)
-        early = EarlyGet::start(name, opt.uapi_dir, opt.backend);
-      else if (opt.backend != Backend::Kernel)
-        early = EarlyGet::start(name, opt.uapi_dir, Backend::Userspace);  // wireguard-go only
-    };
-    opt.early_get = &early;
-    // JSON is YAML, so the YAML parser would read both; a JSON document goes
-    // through the JSON parser, several times faster on a 1000-peer file.
-    auto first = text->find_first_not_of(" \t\r\n");
-    if (first != std::string::npos && (*text)[first] == '{') {
-      try {
-        parsed = parse_desired_json(*text, po);
-      } catch (const nlohmann::json::parse_error& e) {
-        std::fprintf(stderr, "%s: JSON syntax error at byte %zu: %s\n", file->c_str(), e.byte, e.what());
-        return 2;
-      }
-    } else {
-      parsed = parse_desired_yaml(*text, po);
-    }
+  auto text = read_text_file(*file, 16 * 1024 * 1024);
+  if (!text) {
+    std::fprintf(stderr, "fabric-agent mesh apply: %s\n", text.error().message.c_str());
+    return 1;
   }
+  ParseOptions po;
+  po.overlay_cidr = a->get_or("overlay-cidr", po.overlay_cidr);
+  auto parsed = parse_desired_text(*text, po);
   if (!parsed.ok()) {
     for (const auto& e : parsed.errors) std::fprintf(stderr, "%s: %s\n", file->c_str(), e.str().c_str());
     std::fprintf(stderr, "fabric-agent mesh apply: %zu error(s), nothing changed\n", parsed.errors.size());
     return 2;
   }
-  if (debug)
-    fa::logger("overlay")->debug(
-        "{}: read and validated {} peers in {:.2f} ms", file->c_str(), parsed.mesh->peers.size(),
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  auto r = apply(*parsed.mesh, opt);
+  auto r = apply(*parsed.value, opt);
   if (!r) {
     std::fprintf(stderr, "fabric-agent mesh apply: %s\n", r.error().message.c_str());
     return 1;
   }
-  // One write(2) of the whole answer, not stdio: its first use costs an
-  // fstat, a buffer and printf's code, which nothing else here runs.
-  std::string out;
   if (a->has("json")) {
-    out = r->dump(2);
+    // What the interface holds now, read back, with what this apply changed.
+    ShowOptions so;
+    so.netns = parsed.value->netns;
+    so.uapi_dir = opt.uapi_dir;
+    auto now = show(parsed.value->interface, so);
+    if (!now) {
+      std::fprintf(stderr, "fabric-agent mesh apply: applied, but %s\n", now.error().message.c_str());
+      return 1;
+    }
+    auto doc = to_json(*now);
+    doc["changes"] = to_json(*r)["changes"];
+    std::printf("%s\n", doc.dump(2).c_str());
   } else {
-    // The time in hundredths of a millisecond, in integers.
-    const long long cs = (sum.elapsed_us + 5) / 10;
-    out = sum.interface + ": backend " + backend_name(sum.backend) + " (" + sum.backend_reason + "); " +
-          (sum.created ? "created" : "adopted") + "; peers +" + std::to_string(sum.peers_added) + " -" +
-          std::to_string(sum.peers_removed) + " ~" + std::to_string(sum.peers_updated) + "; " +
-          std::to_string(cs / 100) + (cs % 100 < 10 ? ".0" : ".") + std::to_string(cs % 100) + " ms";
+    std::printf("%s\n", summary_line(*r).c_str());
   }
-  out += '\n';
-  if (auto s = write_all(STDOUT_FILENO, out, "write to stdout"); !s) {
-    std::fprintf(stderr, "fabric-agent mesh apply: applied, but %s\n", s.error().message.c_str());
-    return 1;
-  }
-  return 0;
+  return std::fflush(stdout) == 0 ? 0 : 1;
 }
 
 int do_show(const std::vector<std::string>& argv) {
@@ -177,9 +117,9 @@ int do_show(const std::vector<std::string>& argv) {
     return 1;
   }
   if (a->has("json"))
-    std::printf("%s\n", r->dump(2).c_str());
+    std::printf("%s\n", to_json(*r).dump(2).c_str());
   else
-    print_human(*r);
+    print_human(to_json(*r));
   return 0;
 }
 
@@ -199,45 +139,6 @@ int do_down(const std::vector<std::string>& argv) {
   return 0;
 }
 
-// As `wg pubkey`: a base64 private key on stdin, its public key on stdout.
-// The daemon runs it to keep libcrypto out of its own address space.
-int do_pubkey(const std::vector<std::string>& argv) {
-  if (!argv.empty()) {
-    std::fprintf(stderr, "fabric-agent mesh pubkey: takes no arguments (reads the private key on stdin)\n");
-    return 2;
-  }
-  // read(2) on fd 0, not a path: stdin may be a socket (the daemon's).
-  char buf[128];
-  size_t len = 0;
-  for (;;) {
-    ssize_t n = ::read(0, buf + len, sizeof buf - len);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      std::fprintf(stderr, "fabric-agent mesh pubkey: stdin: %s\n", std::strerror(errno));
-      return 1;
-    }
-    if (n == 0 || (len += static_cast<size_t>(n)) == sizeof buf) break;
-  }
-  std::string_view text(buf, len);
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
-    text.remove_suffix(1);
-  auto k = key_from_base64(text);
-  secure_wipe(buf, sizeof buf);
-  if (!k) {
-    std::fprintf(stderr, "fabric-agent mesh pubkey: stdin: %s\n", k.error().message.c_str());
-    return 2;
-  }
-  crypto_minimal_init();
-  auto pub = public_key_derive(*k);
-  wipe(*k);
-  if (!pub) {
-    std::fprintf(stderr, "fabric-agent mesh pubkey: %s\n", pub.error().message.c_str());
-    return 1;
-  }
-  std::printf("%s\n", key_to_base64(*pub).c_str());
-  return 0;
-}
-
 }  // namespace
 
 int cmd_mesh(const std::vector<std::string>& args) {
@@ -246,9 +147,8 @@ int cmd_mesh(const std::vector<std::string>& args) {
   if (args[0] == "apply") return do_apply(rest);
   if (args[0] == "show") return do_show(rest);
   if (args[0] == "down") return do_down(rest);
-  if (args[0] == "pubkey") return do_pubkey(rest);
   if (args[0] == "-h" || args[0] == "--help" || args[0] == "help") return usage(stdout);
-  std::fprintf(stderr, "fabric-agent mesh: unknown action '%s' (accepted: apply, show, down, pubkey)\n",
+  std::fprintf(stderr, "fabric-agent mesh: unknown action '%s' (accepted: apply, show, down)\n",
                args[0].c_str());
   return 2;
 }

@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
 
 #include "common/secure.hpp"
 #include "overlay/internal.hpp"
@@ -22,116 +21,54 @@ namespace fa::overlay {
 
 namespace {
 
-// Appends attributes to a libnl message in place, as nla_put and
-// nla_nest_start/_end do, but inline: libnl's are out-of-line calls with a
-// debug check each, ~10 per peer, and building the two requests of a
-// 250-peer push took ~0.4 ms of the lab's emulated VM, on the way to the
-// first request. The message is libnl's (its buffer, its size), sent by
-// libnl as before; only the appending is done here.
-// At most 64 KiB - 1 of the message is used, so no attribute or nest
-// outgrows its 16-bit length.
-class Attrs {
- public:
-  explicit Attrs(nl_msg* m) : h_(nlmsg_hdr(m)), cap_(std::min<size_t>(nlmsg_get_max_size(m), 0xffff)) {}
-
-  // nullptr when the attribute does not fit.
-  nlattr* put(int type, const void* data, size_t len) {
-    const size_t at = NLMSG_ALIGN(h_->nlmsg_len);
-    const size_t end = at + NLA_ALIGN(NLA_HDRLEN + len);
-    if (end > cap_) return nullptr;
-    char* a = base() + at;
-    nlattr hdr{static_cast<uint16_t>(NLA_HDRLEN + len), static_cast<uint16_t>(type)};
-    std::memcpy(a, &hdr, sizeof hdr);
-    if (len) std::memcpy(a + NLA_HDRLEN, data, len);
-    std::memset(a + NLA_HDRLEN + len, 0, end - at - NLA_HDRLEN - len);  // padding
-    h_->nlmsg_len = static_cast<uint32_t>(end);
-    return reinterpret_cast<nlattr*>(a);
-  }
-  template <class T>
-  nlattr* put(int type, T v) {
-    static_assert(std::is_arithmetic_v<T>, "a number's bytes, never a pointer's");
-    return put(type, &v, sizeof v);
-  }
-  nlattr* nest_start(int type) { return put(type, nullptr, 0); }
-  // An empty nest is dropped, as libnl's nla_nest_end does.
-  void nest_end(nlattr* n) {
-    const size_t len = static_cast<size_t>(base() + h_->nlmsg_len - reinterpret_cast<char*>(n));
-    if (len == NLA_HDRLEN)
-      nest_cancel(n);
-    else
-      n->nla_len = static_cast<uint16_t>(len);
-  }
-  void nest_cancel(nlattr* n) { h_->nlmsg_len = static_cast<uint32_t>(reinterpret_cast<char*>(n) - base()); }
-
- private:
-  char* base() { return reinterpret_cast<char*>(h_); }
-  nlmsghdr* h_;
-  size_t cap_;
-};
-
 // Puts one endpoint as the kernel expects it: a raw sockaddr_in/_in6.
-bool put_endpoint(Attrs& m, const Endpoint& e) {
+bool put_endpoint(nl_msg* m, const Endpoint& e) {
   if (e.family == AF_INET) {
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     sa.sin_port = htons(e.port);
     std::memcpy(&sa.sin_addr, e.addr.data(), 4);
-    return m.put(WGPEER_A_ENDPOINT, &sa, sizeof sa);
+    return nla_put(m, WGPEER_A_ENDPOINT, sizeof sa, &sa) == 0;
   }
   sockaddr_in6 sa{};
   sa.sin6_family = AF_INET6;
   sa.sin6_port = htons(e.port);
   std::memcpy(&sa.sin6_addr, e.addr.data(), 16);
-  return m.put(WGPEER_A_ENDPOINT, &sa, sizeof sa);
+  return nla_put(m, WGPEER_A_ENDPOINT, sizeof sa, &sa) == 0;
 }
 
 // The attributes a peer carries once, in the first message that names it.
-bool put_peer_head(Attrs& m, const Peer& p) {
+bool put_peer_head(nl_msg* m, const Peer& p) {
   uint32_t flags = (p.remove ? WGPEER_F_REMOVE_ME : 0) | (p.update_only ? WGPEER_F_UPDATE_ONLY : 0) |
                    (p.replace_allowed_ips ? WGPEER_F_REPLACE_ALLOWEDIPS : 0);
-  if (flags && !m.put(WGPEER_A_FLAGS, flags)) return false;
+  if (flags && nla_put_u32(m, WGPEER_A_FLAGS, flags) < 0) return false;
   if (p.remove) return true;
   if (p.endpoint && !put_endpoint(m, *p.endpoint)) return false;
-  if (p.persistent_keepalive && !m.put(WGPEER_A_PERSISTENT_KEEPALIVE_INTERVAL, *p.persistent_keepalive))
+  if (p.persistent_keepalive && nla_put_u16(m, WGPEER_A_PERSISTENT_KEEPALIVE_INTERVAL, *p.persistent_keepalive) < 0)
     return false;
   return true;
 }
 
-bool put_allowed_ip(Attrs& m, const IpPrefix& a) {
-  nlattr* n = m.nest_start(NLA_F_NESTED);
+bool put_allowed_ip(nl_msg* m, const IpPrefix& a) {
+  nlattr* n = nla_nest_start(m, NLA_F_NESTED);
   if (!n) return false;
   IpPrefix net = a.network();
-  if (!m.put(WGALLOWEDIP_A_FAMILY, static_cast<uint16_t>(net.family)) ||
-      !m.put(WGALLOWEDIP_A_IPADDR, net.addr.data(), net.family == AF_INET ? 4 : 16) ||
-      !m.put(WGALLOWEDIP_A_CIDR_MASK, net.len)) {
-    m.nest_cancel(n);
+  if (nla_put_u16(m, WGALLOWEDIP_A_FAMILY, static_cast<uint16_t>(net.family)) < 0 ||
+      nla_put(m, WGALLOWEDIP_A_IPADDR, net.family == AF_INET ? 4 : 16, net.addr.data()) < 0 ||
+      nla_put_u8(m, WGALLOWEDIP_A_CIDR_MASK, net.len) < 0) {
+    nla_nest_cancel(m, n);
     return false;
   }
-  m.nest_end(n);
+  nla_nest_end(m, n);
   return true;
 }
 
 }  // namespace
 
 void WipedMsgFree::operator()(nl_msg* m) const {
-  if (secret) secure_wipe(nlmsg_hdr(m), nlmsg_get_max_size(m));
+  secure_wipe(nlmsg_hdr(m), nlmsg_get_max_size(m));
   nlmsg_free(m);
 }
-
-namespace {
-
-// At most how many bytes peer p takes in a request (every attribute it may
-// carry, each at its largest).
-size_t peer_bound(const Peer& p) {
-  constexpr size_t kHead = NLA_HDRLEN /* nest */ + NLA_HDRLEN + kKeyLen + NLA_HDRLEN + 4 /* flags */ +
-                           NLA_HDRLEN + sizeof(sockaddr_in6) + NLA_HDRLEN + 4 /* keepalive */ +
-                           NLA_HDRLEN /* allowed IPs nest */;
-  constexpr size_t kIp =
-      NLA_HDRLEN /* nest */ + NLA_HDRLEN + 4 /* family */ + NLA_HDRLEN + 16 + NLA_HDRLEN + 4 /* cidr */;
-  return kHead + kIp * p.allowed_ips.size();
-}
-
-}  // namespace
 
 std::vector<WipedMsg> genl_build_set(const Device& ch, uint16_t family_id, size_t max_bytes) {
   // A request's peer list is one nested attribute, whose length is 16 bits.
@@ -141,68 +78,59 @@ std::vector<WipedMsg> genl_build_set(const Device& ch, uint16_t family_id, size_
   size_t ii = 0;  // next allowed IP of peer pi (0: the peer's head is not sent yet)
   bool first = true;
   for (;;) {
-    // A buffer of max_bytes, or less when what is left needs less: libnl
-    // zeroes all of it, and a one-peer change needs ~200 bytes of 16 KiB.
-    size_t need = NLMSG_HDRLEN + GENL_HDRLEN + NLA_HDRLEN + NLA_ALIGN(ch.name.size() + 1) + NLA_HDRLEN +
-                  kKeyLen + 3 * (NLA_HDRLEN + 4) /* port, fwmark, flags */ + NLA_HDRLEN /* peers */;
-    for (size_t i = pi; i < ch.peers.size() && need < max_bytes; ++i) need += peer_bound(ch.peers[i]);
-    // Only the first message can carry the private key.
-    WipedMsg msg(nlmsg_alloc_size(std::min(need, max_bytes)),
-                 WipedMsgFree{first && ch.private_key.has_value()});
+    WipedMsg msg(nlmsg_alloc_size(max_bytes));
     if (!msg) return {};
     nl_msg* m = msg.get();
     if (!genlmsg_put(m, NL_AUTO_PORT, NL_AUTO_SEQ, family_id, 0, NLM_F_REQUEST | NLM_F_ACK, WG_CMD_SET_DEVICE,
-                     WG_GENL_VERSION))
+                     WG_GENL_VERSION) ||
+        nla_put_string(m, WGDEVICE_A_IFNAME, ch.name.c_str()) < 0)
       return {};
-    Attrs a(m);
-    if (!a.put(WGDEVICE_A_IFNAME, ch.name.c_str(), ch.name.size() + 1)) return {};
     if (first) {
       // Device-wide settings go once, in the first message.
-      if ((ch.private_key && !a.put(WGDEVICE_A_PRIVATE_KEY, ch.private_key->data(), kKeyLen)) ||
-          (ch.listen_port && !a.put(WGDEVICE_A_LISTEN_PORT, *ch.listen_port)) ||
-          (ch.fwmark && !a.put(WGDEVICE_A_FWMARK, *ch.fwmark)) ||
-          (ch.replace_peers && !a.put(WGDEVICE_A_FLAGS, static_cast<uint32_t>(WGDEVICE_F_REPLACE_PEERS))))
+      if ((ch.private_key && nla_put(m, WGDEVICE_A_PRIVATE_KEY, kKeyLen, ch.private_key->data()) < 0) ||
+          (ch.listen_port && nla_put_u16(m, WGDEVICE_A_LISTEN_PORT, *ch.listen_port) < 0) ||
+          (ch.fwmark && nla_put_u32(m, WGDEVICE_A_FWMARK, *ch.fwmark) < 0) ||
+          (ch.replace_peers && nla_put_u32(m, WGDEVICE_A_FLAGS, WGDEVICE_F_REPLACE_PEERS) < 0))
         return {};
     }
     size_t progress = 0;
     if (pi < ch.peers.size()) {
-      nlattr* peers = a.nest_start(WGDEVICE_A_PEERS | NLA_F_NESTED);
+      nlattr* peers = nla_nest_start(m, WGDEVICE_A_PEERS | NLA_F_NESTED);
       if (!peers) return {};
       for (; pi < ch.peers.size(); ++pi, ii = 0) {
         const Peer& p = ch.peers[pi];
-        nlattr* pn = a.nest_start(NLA_F_NESTED);
-        if (!pn || !a.put(WGPEER_A_PUBLIC_KEY, p.public_key.data(), kKeyLen) ||
-            (ii == 0 && !put_peer_head(a, p))) {
-          if (pn) a.nest_cancel(pn);
-          goto full;
+        nlattr* pn = nla_nest_start(m, NLA_F_NESTED);
+        if (!pn) break;
+        if (nla_put(m, WGPEER_A_PUBLIC_KEY, kKeyLen, p.public_key.data()) < 0 || (ii == 0 && !put_peer_head(m, p))) {
+          nla_nest_cancel(m, pn);
+          break;
         }
         if (!p.remove && ii < p.allowed_ips.size()) {
-          nlattr* ips = a.nest_start(WGPEER_A_ALLOWEDIPS | NLA_F_NESTED);
+          nlattr* ips = nla_nest_start(m, WGPEER_A_ALLOWEDIPS | NLA_F_NESTED);
           if (!ips) {
-            a.nest_cancel(pn);
-            goto full;
+            nla_nest_cancel(m, pn);
+            break;
           }
           size_t placed = 0;
           for (; ii < p.allowed_ips.size(); ++ii, ++placed)
-            if (!put_allowed_ip(a, p.allowed_ips[ii])) break;
+            if (!put_allowed_ip(m, p.allowed_ips[ii])) break;
           if (placed == 0) {
-            a.nest_cancel(pn);  // nothing of this peer fits: all of it goes to the next message
-            goto full;
+            nla_nest_cancel(m, pn);  // nothing of this peer fits: all of it goes to the next message
+            break;
           }
-          a.nest_end(ips);
+          nla_nest_end(m, ips);
           if (ii < p.allowed_ips.size()) {
             // Resume this peer in the next message from allowed IP ii,
             // without its head (no second REPLACE_ALLOWEDIPS).
-            a.nest_end(pn);
+            nla_nest_end(m, pn);
             ++progress;
-            goto full;
+            break;
           }
         }
-        a.nest_end(pn);
+        nla_nest_end(m, pn);
         ++progress;
       }
-    full:
-      a.nest_end(peers);
+      nla_nest_end(m, peers);
     }
     // A message that carries no peer and no device setting means max_bytes
     // cannot hold even one peer: give up rather than loop.

@@ -37,14 +37,6 @@ struct KeyHash {
 // X25519(scalar, u) as in RFC 7748 section 5, through OpenSSL.
 Result<Key> x25519(const Key& scalar, const Key& u);
 
-// The public key of a wireguard-go interface, remembered in root's user
-// keyring (keyring.cpp): for the interface of that name in the calling
-// thread's network namespace, and only if its private key is `private_key`.
-// Misses quietly when keyrings are unavailable.
-std::optional<Key> keyring_public_key(const std::string& ifname, const Key& private_key);
-void keyring_remember(const std::string& ifname, const Key& private_key, const Key& public_key);
-void keyring_forget(const std::string& ifname);
-
 // ------------------------------------------------- UAPI text protocol ---
 // https://www.wireguard.com/xplatform/ - "set=1" / "get=1" requests, key=value
 // lines, blank line ends a message, replies end with "errno=N".
@@ -60,25 +52,18 @@ Status uapi_parse_set_reply(std::string_view reply);
 // ------------------------------------------------ genl wireguard family ---
 
 // A netlink message that may carry a private key: wiped whole (its
-// allocated size, not only nlmsg_len) before libnl frees it, unless it is
-// known to hold none (secret = false: a request of peers alone, whose public
-// keys, endpoints and prefixes are no secret; wiping 16 KiB costs ~0.1 ms in
-// the lab's emulated VM).
+// allocated size, not only nlmsg_len) before libnl frees it.
 struct WipedMsgFree {
-  bool secret = true;
   void operator()(nl_msg* m) const;
 };
 using WipedMsg = std::unique_ptr<nl_msg, WipedMsgFree>;
 
-// One WG_CMD_SET_DEVICE request per element, each at most max_bytes long
-// (netlink messages must fit the receiver's buffer; wireguard-tools uses a
-// page). When a message fills, the half-built peer or allowed-IP nest is
-// cancelled and the next message resumes from that same peer; a resumed peer
-// never repeats REPLACE_ALLOWEDIPS, which would drop what came before.
-// Messages carry no nlmsg seq/pid: those are set when sent. They are sent
-// as built (one copy of the private key, wiped when freed). max_bytes is
-// held to 64 KiB - 1 (a peer list is one nested attribute, with a 16-bit
-// length); each buffer is only as large as the rest of the change needs.
+// One WG_CMD_SET_DEVICE request per element, each at most max_bytes long.
+// When a message fills, the half-built peer or allowed-IP nest is cancelled
+// and the next message resumes from that same peer; a resumed peer never
+// repeats REPLACE_ALLOWEDIPS, which would drop what came before. Messages
+// carry no nlmsg seq/pid: those are set when sent. Empty on failure (a
+// bound too small for one peer).
 std::vector<WipedMsg> genl_build_set(const Device& change, uint16_t family_id, size_t max_bytes);
 // Decodes SET_DEVICE requests or GET_DEVICE dump replies (raw netlink
 // messages, each starting with nlmsghdr) into one device. A peer continued
@@ -92,7 +77,7 @@ Result<Device> genl_parse_device(const std::vector<std::vector<uint8_t>>& msgs);
 // error in NLMSG_DONE's payload, -NLE_DUMP_INTR when a message was flagged
 // NLM_F_DUMP_INTR (the dump was torn by a concurrent change: read it again),
 // -NLE_MSG_TRUNC for an empty datagram or a cut error message. The receive
-// buffer (32 KiB, more for a larger datagram) is wiped before it returns.
+// buffer is ours, not libnl's, so that it is wiped (it held the private key).
 int genl_recv_dump(int fd, uint32_t port, uint32_t seq, std::vector<std::vector<uint8_t>>& parts);
 
 // ------------------------------------------------------ backend seam ---
@@ -104,42 +89,20 @@ class WgBackend {
   virtual Backend kind() const = 0;
   virtual Result<Device> get_device(const std::string& ifname) = 0;
   virtual Status set_device(const Device& change) = 0;
-  // set_device in two halves, so that the caller can work while the backend
-  // applies the request: send, then finish (the result). A backend that
-  // cannot split does everything in send. finish is called once per send.
-  // overlap: the caller has work for the time between them, worth a thread
-  // to a backend that would otherwise apply inside send (the kernel).
-  virtual Status set_device_send(const Device& change, bool /*overlap*/) {
-    pending_ = set_device(change);
-    return {};
-  }
-  virtual Status set_device_finish() { return std::move(pending_); }
-
- private:
-  Status pending_;
 };
 
 std::unique_ptr<WgBackend> make_kernel_backend();
-
-// conn: an open UAPI connection to conn_ifname's wireguard-go (the one that
-// identified it), reused for every get/set; without one, it connects on first use.
-// get_sent: a `get=1` is already on conn (EarlyGet); the first get_device
-// only reads its answer.
-std::unique_ptr<WgBackend> make_userspace_backend(std::string uapi_dir, Fd conn = Fd(),
-                                                  std::string conn_ifname = {}, bool get_sent = false);
+std::unique_ptr<WgBackend> make_userspace_backend(std::string uapi_dir);
 
 // Userspace process management (userspace.cpp).
 std::string uapi_socket_path(const std::string& uapi_dir, const std::string& ifname);
-bool uapi_socket_alive(const std::string& uapi_dir, const std::string& ifname);
 Result<Fd> uapi_connect(const std::string& uapi_dir, const std::string& ifname);
-// pid of the process at the other end of a connected unix socket (SO_PEERCRED).
-Result<pid_t> uapi_peer_pid(int fd, const std::string& what);
+// pid of the process listening on the UAPI socket (SO_PEERCRED), if any.
+Result<pid_t> uapi_server_pid(const std::string& uapi_dir, const std::string& ifname);
 // Starts `wireguard-go -f IFNAME` in its own session (it must outlive the
 // agent), writes state_dir/IFNAME.pid and waits until the UAPI socket answers.
 Result<pid_t> start_wireguard_go(const std::string& binary, const std::string& ifname,
                                  const std::string& uapi_dir, const std::string& state_dir);
-// pid of the process listening on the UAPI socket (SO_PEERCRED), if any.
-Result<pid_t> uapi_server_pid(const std::string& uapi_dir, const std::string& ifname);
 // Stops the wireguard-go we started for ifname (pid file matches the socket's
 // server), waits for it to exit. Ok when there is none.
 Status stop_wireguard_go(const std::string& ifname, const std::string& uapi_dir,
@@ -152,18 +115,10 @@ struct LinkInfo {
   uint32_t mtu = 0;
   bool up = false;
   std::vector<IpPrefix> addrs;  // IPv4 and IPv6 addresses on the link
-  bool addrs_read = false;      // addrs holds what the kernel said
 };
 
-// Whether rtnl_get_link also reads the link's addresses, on the same socket.
-// IfKernelWireguard: only for a kernel `wireguard` link, whose change does
-// not leave the process waiting for another one (wireguard-go's) during
-// which the addresses could be read instead.
-enum class LinkAddrs { No, Yes, IfKernelWireguard };
-// Absent link -> ok with nullopt. Without addresses, li.addrs stays empty
-// (one netlink round trip instead of two); rtnl_read_addrs fills it.
-Result<std::optional<LinkInfo>> rtnl_get_link(const std::string& ifname, LinkAddrs addrs = LinkAddrs::Yes);
-Status rtnl_read_addrs(LinkInfo& li);
+// The link and its addresses; an absent link is ok with nullopt.
+Result<std::optional<LinkInfo>> rtnl_get_link(const std::string& ifname);
 // Creates a `wireguard` link. errno EOPNOTSUPP means the kernel has no module.
 Status rtnl_add_wireguard(const std::string& ifname);
 Status rtnl_set_mtu(const std::string& ifname, uint32_t mtu);
@@ -172,24 +127,6 @@ Status rtnl_add_addr(int ifindex, const IpPrefix& a);
 Status rtnl_del_addr(int ifindex, const IpPrefix& a);
 Status rtnl_move_to_netns(const std::string& ifname, int netns_fd);
 Status rtnl_delete_link(const std::string& ifname);
-
-// What EarlyGet's thread read for the kernel backend (kernel.cpp), all of it
-// read in the namespace the thread started in. Only a complete read counts:
-// `link` is set once the link was looked up (nullopt inside: no such link);
-// `backend` (with its netlink socket) and `device` once a kernel wireguard
-// link's device was read. On any failure the rest stays unset and apply()
-// reads for itself (and reports what fails then). The device's private key
-// is wiped if nobody takes it.
-struct EarlyGet::KernelRead {
-  std::optional<std::optional<LinkInfo>> link;
-  std::unique_ptr<WgBackend> backend;
-  std::optional<Device> device;
-  KernelRead() = default;
-  KernelRead(const KernelRead&) = delete;
-  KernelRead& operator=(const KernelRead&) = delete;
-  ~KernelRead();
-};
-std::unique_ptr<EarlyGet::KernelRead> kernel_read(const std::string& ifname);
 
 // Opens a netns by path or name (/run/netns/NAME).
 Result<Fd> open_netns(const std::string& path_or_name);
@@ -207,5 +144,7 @@ class NetnsGuard {
   explicit NetnsGuard(Fd orig) : orig_(std::move(orig)) {}
   Fd orig_;
 };
+
+bool valid_ifname(std::string_view s);
 
 }  // namespace fa::overlay

@@ -13,9 +13,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <memory>
-#include <system_error>
 
-#include "common/log.hpp"
+#include "common/netlink.hpp"
 #include "common/secure.hpp"
 #include "overlay/internal.hpp"
 
@@ -27,22 +26,11 @@ namespace fa::overlay {
 
 namespace {
 
-struct SockFree {
-  void operator()(nl_sock* s) const { nl_socket_free(s); }
-};
-using Sock = std::unique_ptr<nl_sock, SockFree>;
 using Msg = WipedMsg;
 
-// The size bound of one WG_CMD_SET_DEVICE request: ~160 peers with one
-// allowed IP each. The kernel takes a request of any size (the bound for a
-// nested attribute is 64 KiB), and each request costs a fixed share on both
-// sides: the agent's send and ack, and the kernel's copy, parse, rtnl lock
-// and device lookup (~0.35 ms per request in the lab's emulated VM, where
-// 250 new peers went from 6 page-sized requests to 2: 98.5 -> 96.4 ms,
-// docs/overlay.md). The bound keeps each request's hold of the rtnl lock
-// short: the kernel derives a key per new peer (X25519) while holding it,
-// some tens of microseconds a peer on a real CPU, so a few milliseconds a
-// request. wireguard-tools sends a page per request.
+// The size bound of one WG_CMD_SET_DEVICE request (~160 peers with one
+// allowed IP each): the kernel derives a key per new peer (X25519) while it
+// holds the rtnl lock, so a bounded request keeps that hold short.
 constexpr size_t kSetMessageBytes = 16 * 1024;
 
 int nl_to_errno(int e) {
@@ -64,7 +52,7 @@ int nl_to_errno(int e) {
 Error nl_error(const std::string& what, int e) { return Error{what + ": " + nl_geterror(e), nl_to_errno(e)}; }
 
 struct Genl {
-  Sock sock;
+  NlSock sock;
   int family = 0;
 };
 
@@ -73,12 +61,6 @@ Result<Genl> connect_genl() {
   g.sock.reset(nl_socket_alloc());
   if (!g.sock) return Error{"nl_socket_alloc failed", ENOMEM};
   if (int e = genl_connect(g.sock.get()); e < 0) return nl_error("connect NETLINK_GENERIC", e);
-  // What libnl reads on this socket (the family, the change's acks) is small
-  // (an error ack echoes a request of at most a page): one recv each into a
-  // 32 KiB buffer, instead of libnl's default of peeking at every datagram's
-  // size first (two system calls per answer).
-  nl_socket_set_msg_buf_size(g.sock.get(), 32 * 1024);
-  nl_socket_disable_msg_peek(g.sock.get());
   // Extended ACKs: the kernel then says which attribute it refused. Capped
   // ACKs: an error does not echo the request, which for the first
   // WG_CMD_SET_DEVICE holds the private key (libnl would read the echo into
@@ -167,36 +149,6 @@ class KernelBackend : public WgBackend {
     return s;
   }
 
-  // The kernel applies each request inside sendmsg (X25519 for every new
-  // peer: ~0.3 ms a peer in the lab's emulated VM): with `overlap`, the
-  // requests are built here and sent from a thread, so that the caller's
-  // work (the report, the daemon's status text) runs meanwhile. The socket
-  // is the thread's until finish.
-  Status set_device_send(const Device& change, bool overlap) override {
-    if (!overlap) return WgBackend::set_device_send(change, false);  // inline, through set_device
-    auto g = genl();
-    if (!g) return g.take_error();
-    auto msgs = build(*g, change);
-    if (!msgs) return msgs.take_error();
-    out_ = std::move(*msgs);
-    fa::logger("overlay")->debug("{}: {} WG_CMD_SET_DEVICE request(s) sent from a thread", change.name,
-                                 out_.size());
-    try {
-      sending_ = Task<Status>([this, g = *g, name = change.name] { return send_msgs(g, name, out_); });
-    } catch (const std::system_error&) {
-      out_.clear();
-      return WgBackend::set_device_send(change, false);  // no thread to be had: inline, then
-    }
-    return {};
-  }
-  Status set_device_finish() override {
-    if (!sending_.valid()) return WgBackend::set_device_finish();
-    Status s = sending_.get();
-    out_.clear();  // wiped: the first holds the private key
-    if (!s) genl_.reset();
-    return s;
-  }
-
  private:
   Result<Device> read_device(Genl* g, const std::string& ifname) {
     // A dump interrupted by a concurrent change (NLM_F_DUMP_INTR, which libnl
@@ -258,32 +210,10 @@ class KernelBackend : public WgBackend {
     return &*genl_;
   }
   std::optional<Genl> genl_;
-  std::vector<Msg> out_;         // the requests the thread sends
-  Task<Status> sending_;         // last: destroyed first, it waits for the thread
 };
 
 }  // namespace
 
 std::unique_ptr<WgBackend> make_kernel_backend() { return std::make_unique<KernelBackend>(); }
-
-EarlyGet::KernelRead::~KernelRead() {
-  if (device && device->private_key) wipe(*device->private_key);
-}
-
-std::unique_ptr<EarlyGet::KernelRead> kernel_read(const std::string& ifname) {
-  auto r = std::make_unique<EarlyGet::KernelRead>();
-  auto li = rtnl_get_link(ifname, LinkAddrs::IfKernelWireguard);
-  if (!li) return r;
-  const bool wireguard = *li && (*li)->kind == "wireguard";
-  r->link = std::move(*li);
-  if (!wireguard) return r;
-  auto be = make_kernel_backend();
-  auto d = be->get_device(ifname);
-  if (!d) return r;
-  r->device = std::move(*d);
-  if (d->private_key) wipe(*d->private_key);  // moving an array copies it
-  r->backend = std::move(be);
-  return r;
-}
 
 }  // namespace fa::overlay

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// Key codecs and the choice of X25519. The curve math is OpenSSL's
-// (x25519_openssl.cpp), or a child's of the whole agent in the static front
-// (x25519_child.cpp). The base64 and hex codecs of keys are ours, in
-// constant time as wireguard-tools' are: a private key passes through them,
-// and a table lookup indexed by secret bytes leaks through the cache; they
-// also keep libcrypto out of processes that only move keys.
-#include <mutex>
+// Key codecs and X25519. The curve and base64 are OpenSSL's (libcrypto):
+// the one crypto library the agent links, which its TLS needs anyway; its
+// base64 is the code OpenSSL reads PEM private keys with. The hex codec,
+// the UAPI's form of the private key, is branch-free per digit.
+#include <openssl/evp.h>
 
-#include "common/child.hpp"
+#include <algorithm>
+#include <memory>
+
 #include "common/random.hpp"
 #include "common/secure.hpp"
 #include "overlay/internal.hpp"
@@ -16,22 +16,6 @@
 namespace fa::overlay {
 
 namespace {
-// Branch-free maps between 6-bit values and the standard base64 alphabet.
-// (x >> 8) of an int in [-255, 255] is -1 (all ones) when x < 0, else 0.
-char b64_char(int v) {
-  v += 'A' + (((25 - v) >> 8) & 6) - (((51 - v) >> 8) & 75) - (((61 - v) >> 8) & 15) + (((62 - v) >> 8) & 3);
-  return static_cast<char>(v);
-}
-// The value of base64 character c, or -1; the same work for every c.
-int b64_value(unsigned char uc) {
-  int c = uc, v = -1;
-  v += ((('A' - 1 - c) & (c - ('Z' + 1))) >> 8) & (c - 'A' + 1);
-  v += ((('a' - 1 - c) & (c - ('z' + 1))) >> 8) & (c - 'a' + 27);
-  v += ((('0' - 1 - c) & (c - ('9' + 1))) >> 8) & (c - '0' + 53);
-  v += ((('+' - 1 - c) & (c - ('+' + 1))) >> 8) & 63;
-  v += ((('/' - 1 - c) & (c - ('/' + 1))) >> 8) & 64;
-  return v;
-}
 int hex_value(unsigned char uc) {
   int c = uc, v = -1;
   v += ((('0' - 1 - c) & (c - ('9' + 1))) >> 8) & (c - '0' + 1);
@@ -40,34 +24,6 @@ int hex_value(unsigned char uc) {
   return v;
 }
 char hex_char(int v) { return static_cast<char>(v + '0' + (((9 - v) >> 8) & ('a' - '0' - 10))); }
-
-// The 32 bytes of a 44-character base64 key (length and '=' already
-// checked), each character mapped by `value` (-1 outside the alphabet).
-// Returns the OR of all values, negative if any character was bad, checked
-// once by the caller; `last` is the last character's value, whose 2 low bits
-// must be clear. With b64_value the same work is done for every input.
-template <class Value>
-int decode_base64(std::string_view s, Key& k, Value value, int& last) {
-  int bad = 0;
-  size_t o = 0, i = 0;
-  for (; i < 40; i += 4) {
-    int a = value(static_cast<unsigned char>(s[i])), b = value(static_cast<unsigned char>(s[i + 1])),
-        c = value(static_cast<unsigned char>(s[i + 2])), d = value(static_cast<unsigned char>(s[i + 3]));
-    bad |= a | b | c | d;
-    uint32_t w = uint32_t(a) << 18 | uint32_t(b) << 12 | uint32_t(c) << 6 | uint32_t(d);
-    k[o++] = static_cast<uint8_t>(w >> 16);
-    k[o++] = static_cast<uint8_t>(w >> 8);
-    k[o++] = static_cast<uint8_t>(w);
-  }
-  int a = value(static_cast<unsigned char>(s[40])), b = value(static_cast<unsigned char>(s[41])),
-      c = value(static_cast<unsigned char>(s[42]));
-  bad |= a | b | c;
-  uint32_t w = uint32_t(a) << 18 | uint32_t(b) << 12 | uint32_t(c) << 6;
-  k[o++] = static_cast<uint8_t>(w >> 16);
-  k[o++] = static_cast<uint8_t>(w >> 8);
-  last = c;
-  return bad;
-}
 
 // The 32 bytes of a 64-digit hex key (length already checked); as above.
 template <class Value>
@@ -94,21 +50,22 @@ void encode_hex(std::string& out, const Key& k, Digit digit) {
   }
 }
 
-std::mutex deriver_mu;
-PublicKeyDeriver deriver;  // empty: public_key_derive()
+struct PkeyFree {
+  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
+};
+struct PkeyCtxFree {
+  void operator()(EVP_PKEY_CTX* p) const { EVP_PKEY_CTX_free(p); }
+};
+using Pkey = std::unique_ptr<EVP_PKEY, PkeyFree>;
+using PkeyCtx = std::unique_ptr<EVP_PKEY_CTX, PkeyCtxFree>;
 }  // namespace
 
 void wipe(Key& k) { secure_wipe(k.data(), k.size()); }
 
 std::string key_to_base64(const Key& k) {
-  std::string out(44, '=');
-  size_t o = 0, i = 0;
-  for (; i + 3 <= kKeyLen; i += 3) {  // 10 full groups: 30 bytes
-    uint32_t w = uint32_t(k[i]) << 16 | uint32_t(k[i + 1]) << 8 | k[i + 2];
-    for (int sh = 18; sh >= 0; sh -= 6) out[o++] = b64_char(static_cast<int>(w >> sh & 63));
-  }
-  uint32_t w = uint32_t(k[i]) << 16 | uint32_t(k[i + 1]) << 8;  // 2 bytes left: 3 characters and '='
-  for (int sh = 18; sh >= 6; sh -= 6) out[o++] = b64_char(static_cast<int>(w >> sh & 63));
+  std::string out(45, '\0');  // 44 characters and EVP_EncodeBlock's NUL
+  EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), k.data(), static_cast<int>(k.size()));
+  out.resize(44);
   return out;
 }
 
@@ -117,62 +74,25 @@ Result<Key> key_from_base64(std::string_view s) {
   if (s.size() != 44 || s[43] != '=')
     return Error{"expected a 44-character base64 WireGuard key (32 bytes), got " + std::to_string(s.size()) +
                  " characters"};
+  // EVP_DecodeBlock reads '=' anywhere as a zero digit: only the last may be one.
+  if (s.substr(0, 43).find('=') != std::string_view::npos) return Error{"not valid base64"};
+  unsigned char out[33] = {};  // the '=' decodes as a 33rd byte
+  const int n = EVP_DecodeBlock(out, reinterpret_cast<const unsigned char*>(s.data()), static_cast<int>(s.size()));
   Key k;
-  int last = 0;
-  if (decode_base64(s, k, b64_value, last) < 0) {
+  std::copy(out, out + kKeyLen, k.begin());
+  // The last character carries 2 unused low bits (out[32]'s top two): set,
+  // they make a second spelling of the same key, and one key must have
+  // exactly one spelling.
+  const bool canonical = out[32] == 0;
+  secure_wipe(out, sizeof out);
+  if (n != 33) {
     wipe(k);
     return Error{"not valid base64"};
   }
-  // The last character carries 2 unused low bits: set, they make a second
-  // spelling of the same key, and one key must have exactly one spelling.
-  if (last & 3) {
+  if (!canonical) {
     wipe(k);
     return Error{"not a canonical base64 encoding of a 32-byte key"};
   }
-  return k;
-}
-
-namespace {
-// Character -> value for public keys, -1 outside the alphabet.
-struct DecodeTables {
-  int8_t b64[256], hex[256];
-};
-constexpr DecodeTables make_tables() {
-  DecodeTables t{};
-  for (int c = 0; c < 256; ++c) {
-    t.b64[c] = c >= 'A' && c <= 'Z'   ? static_cast<int8_t>(c - 'A')
-               : c >= 'a' && c <= 'z' ? static_cast<int8_t>(c - 'a' + 26)
-               : c >= '0' && c <= '9' ? static_cast<int8_t>(c - '0' + 52)
-               : c == '+'             ? 62
-               : c == '/'             ? 63
-                                      : -1;
-    t.hex[c] = c >= '0' && c <= '9'   ? static_cast<int8_t>(c - '0')
-               : c >= 'a' && c <= 'f' ? static_cast<int8_t>(c - 'a' + 10)
-               : c >= 'A' && c <= 'F' ? static_cast<int8_t>(c - 'A' + 10)
-                                      : -1;
-  }
-  return t;
-}
-constexpr DecodeTables kDecode = make_tables();
-}  // namespace
-
-Result<Key> public_key_from_base64(std::string_view s) {
-  // Whatever the table does not take goes to the constant-time decoder,
-  // whose error message is then the answer.
-  if (s.size() != 44 || s[43] != '=') return key_from_base64(s);
-  Key k;
-  int last = 0;
-  if (decode_base64(
-          s, k, [](unsigned char c) { return int{kDecode.b64[c]}; }, last) < 0 ||
-      (last & 3))
-    return key_from_base64(s);
-  return k;
-}
-
-Result<Key> public_key_from_hex(std::string_view s) {
-  Key k;
-  if (s.size() != 64 || decode_hex(s, k, [](unsigned char c) { return int{kDecode.hex[c]}; }) < 0)
-    return key_from_hex(s);
   return k;
 }
 
@@ -186,17 +106,8 @@ Result<Key> key_from_file_text(std::string& text) {
 
 std::string key_to_hex(const Key& k) {
   std::string s;
-  append_key_hex(s, k);
+  encode_hex(s, k, hex_char);  // branch-free per digit: it may be the private key
   return s;
-}
-
-void append_public_key_hex(std::string& out, const Key& k) {
-  // A public key is no secret: its digits from a table.
-  encode_hex(out, k, [](int v) { return "0123456789abcdef"[v]; });
-}
-
-void append_key_hex(std::string& out, const Key& k) {
-  encode_hex(out, k, hex_char);  // branch-free per digit: it may be the private key
 }
 
 Result<Key> key_from_hex(std::string_view s) {
@@ -226,32 +137,26 @@ Result<Key> generate_private_key() {
   return k;
 }
 
-void set_public_key_deriver(PublicKeyDeriver d) {
-  std::lock_guard<std::mutex> lock(deriver_mu);
-  deriver = std::move(d);
+Result<Key> x25519(const Key& scalar, const Key& u) {
+  Pkey priv(EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, nullptr, scalar.data(), scalar.size()));
+  Pkey peer(EVP_PKEY_new_raw_public_key(EVP_PKEY_X25519, nullptr, u.data(), u.size()));
+  if (!priv || !peer) return Error{"OpenSSL rejected an X25519 key"};
+  PkeyCtx ctx(EVP_PKEY_CTX_new(priv.get(), nullptr));
+  size_t len = kKeyLen;
+  Key out;
+  if (!ctx || EVP_PKEY_derive_init(ctx.get()) != 1 || EVP_PKEY_derive_set_peer(ctx.get(), peer.get()) != 1 ||
+      EVP_PKEY_derive(ctx.get(), out.data(), &len) != 1 || len != kKeyLen)
+    return Error{"X25519 derivation failed"};
+  return out;
 }
 
 Result<Key> public_key_of(const Key& private_key) {
-  {
-    std::unique_lock<std::mutex> lock(deriver_mu);
-    if (deriver) {
-      PublicKeyDeriver d = deriver;
-      lock.unlock();
-      return d(private_key);
-    }
-  }
-  return public_key_derive(private_key);
-}
-
-Result<Key> public_key_in_child(const std::string& exe, const Key& private_key) {
-  std::string b64 = key_to_base64(private_key) + "\n";
-  auto out = run_child(exe, {"fabric-agent", "mesh", "pubkey"}, b64, "fabric-agent mesh pubkey");
-  secure_wipe(b64.data(), b64.size());
-  if (!out) return out.take_error();
-  std::string_view got(*out);
-  while (!got.empty() && (got.back() == '\n' || got.back() == ' ')) got.remove_suffix(1);
-  auto pub = key_from_base64(got);
-  if (!pub) return Error{"fabric-agent mesh pubkey printed no key: " + pub.error().message};
+  Pkey priv(EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, nullptr, private_key.data(), private_key.size()));
+  if (!priv) return Error{"OpenSSL rejected the X25519 private key"};
+  Key pub;
+  size_t len = pub.size();
+  if (EVP_PKEY_get_raw_public_key(priv.get(), pub.data(), &len) != 1 || len != kKeyLen)
+    return Error{"X25519 public key derivation failed"};
   return pub;
 }
 

@@ -10,20 +10,20 @@
 #include <netlink/netlink.h>
 #include <netlink/route/addr.h>
 #include <netlink/route/link.h>
+#include <linux/nsfs.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <memory>
 
+#include "common/netlink.hpp"
 #include "overlay/internal.hpp"
 
 namespace fa::overlay {
 
 namespace {
 
-struct SockFree {
-  void operator()(nl_sock* s) const { nl_socket_free(s); }
-};
 struct LinkFree {
   void operator()(rtnl_link* l) const { rtnl_link_put(l); }
 };
@@ -33,7 +33,6 @@ struct AddrFree {
 struct NlAddrFree {
   void operator()(nl_addr* a) const { nl_addr_put(a); }
 };
-using Sock = std::unique_ptr<nl_sock, SockFree>;
 using Link = std::unique_ptr<rtnl_link, LinkFree>;
 using Addr = std::unique_ptr<rtnl_addr, AddrFree>;
 using NlAddr = std::unique_ptr<nl_addr, NlAddrFree>;
@@ -65,25 +64,12 @@ Error nl_error(const std::string& what, int nlerr) {
   return Error{what + ": " + nl_geterror(nlerr), nlerr_to_errno(nlerr)};
 }
 
-enum class Use { Change, Read };
-
-Result<Sock> route_socket(Use use = Use::Change) {
-  Sock s(nl_socket_alloc());
+Result<NlSock> route_socket() {
+  NlSock s(nl_socket_alloc());
   if (!s) return Error{"nl_socket_alloc failed", ENOMEM};
   // Replies are matched on sequence and port id by libnl's auto-ack path;
   // the port id is chosen by the kernel at bind, never getpid().
   if (int e = nl_connect(s.get(), NETLINK_ROUTE); e < 0) return nl_error("connect NETLINK_ROUTE", e);
-  if (use == Use::Read) {
-    // A read asks no acknowledgement (the answer, or an error, is one
-    // already) and reads each datagram once into a buffer that holds it,
-    // rather than peeking at its size first: a link and its addresses in
-    // 2 sendmsg and 2-3 recvmsg instead of 8 (~0.4 ms in the lab's VM). A
-    // link's answer longer than 64 KiB (a NIC with hundreds of VFs) fails
-    // as truncated: no interface this agent manages is one.
-    nl_socket_disable_auto_ack(s.get());
-    nl_socket_set_msg_buf_size(s.get(), 64 * 1024);
-    nl_socket_disable_msg_peek(s.get());
-  }
   return s;
 }
 
@@ -168,14 +154,13 @@ Status read_addrs(nl_sock* s, LinkInfo& li) {
   if (!cb) return Error{"out of memory", ENOMEM};
   nl_cb_set(cb.get(), NL_CB_VALID, NL_CB_CUSTOM, parse_addr, &li);
   if (int e = nl_recvmsgs(s, cb.get()); e < 0) return nl_error("dump addresses", e);
-  li.addrs_read = true;
   return {};
 }
 
 }  // namespace
 
-Result<std::optional<LinkInfo>> rtnl_get_link(const std::string& ifname, LinkAddrs addrs) {
-  auto s = route_socket(Use::Read);
+Result<std::optional<LinkInfo>> rtnl_get_link(const std::string& ifname) {
+  auto s = route_socket();
   if (!s) return s.take_error();
   auto l = get_link(s->get(), ifname);
   if (!l) {
@@ -187,15 +172,8 @@ Result<std::optional<LinkInfo>> rtnl_get_link(const std::string& ifname, LinkAdd
   if (const char* t = rtnl_link_get_type(l->get())) li.kind = t;
   li.mtu = rtnl_link_get_mtu(l->get());
   li.up = (rtnl_link_get_flags(l->get()) & IFF_UP) != 0;
-  if (addrs == LinkAddrs::Yes || (addrs == LinkAddrs::IfKernelWireguard && li.kind == "wireguard"))
-    if (Status st = read_addrs(s->get(), li); !st) return st.take_error();
+  if (Status st = read_addrs(s->get(), li); !st) return st.take_error();
   return std::optional<LinkInfo>(li);
-}
-
-Status rtnl_read_addrs(LinkInfo& li) {
-  auto s = route_socket(Use::Read);
-  if (!s) return s.take_error();
-  return read_addrs(s->get(), li);
 }
 
 Status rtnl_add_wireguard(const std::string& ifname) {
@@ -246,8 +224,14 @@ Status rtnl_delete_link(const std::string& ifname) {
 
 Result<Fd> open_netns(const std::string& path_or_name) {
   std::string path = path_or_name[0] == '/' ? path_or_name : "/run/netns/" + path_or_name;
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // Non-blocking, so that a FIFO at that path cannot hold the caller; then
+  // the kernel says whether it is a network namespace at all.
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
   if (!fd.valid()) return Error::from_errno("open netns " + path);
+  int type = ::ioctl(fd.get(), NS_GET_NSTYPE);
+  if (type != CLONE_NEWNET)
+    return Error{"netns " + path + " is not a network namespace (accepted: /run/netns/NAME, /proc/PID/ns/net)",
+                 EINVAL};
   return fd;
 }
 

@@ -4,6 +4,7 @@
 // text, not a socket, so it is table-tested.
 #include <charconv>
 
+#include "common/secure.hpp"
 #include "overlay/internal.hpp"
 
 namespace fa::overlay {
@@ -23,55 +24,38 @@ Result<T> parse_num(std::string_view key, std::string_view v, T max) {
 }  // namespace
 
 std::string uapi_set_request(const Device& ch) {
-  // Appended in place into one buffer sized up front (a temporary per line
-  // would be ~3,000 allocations for 1000 peers). The size is an upper bound
-  // (device lines < 160 bytes; a peer's lines < 212 bytes plus < 55 per
-  // allowed IP), so the buffer never moves: no copy of the private key is
-  // left behind in a freed one. The caller wipes the request once sent.
-  size_t bound = 160;
-  for (const auto& p : ch.peers) bound += 212 + 55 * p.allowed_ips.size();
   std::string s;
-  s.reserve(bound);
-  auto line = [&s](std::string_view key, std::string_view value) {
+  auto line = [&s](std::string_view key, const std::string& value) {
     s.append(key).append("=").append(value).append("\n");
   };
+  // One buffer that never moves (the caller wipes it once sent): no copy of
+  // the private key is left behind in a freed one.
+  size_t bound = 160;
+  for (const auto& p : ch.peers) bound += 212 + 55 * p.allowed_ips.size();
+  s.reserve(bound);
   s += "set=1\n";
-  // wireguard-go applies the lines in order: a new private key first would
-  // have it derive the shared secret with every current peer (X25519 each)
-  // only for a later replace_peers line to drop them all. The other
-  // way round the key meets no peer (250 peers replaced under a new key:
-  // 28.8 -> 15.9 ms here). The kernel removes before it sets the key,
-  // whatever the attribute order.
+  // wireguard-go applies the lines in order: a new private key before a
+  // replace_peers line would have it derive a secret with every peer about
+  // to go.
   if (ch.replace_peers) s += "replace_peers=true\n";
   if (ch.private_key) {
-    s += "private_key=";
-    append_key_hex(s, *ch.private_key);
-    s += "\n";
+    std::string hex = key_to_hex(*ch.private_key);
+    line("private_key", hex);
+    secure_wipe(hex.data(), hex.size());
   }
   if (ch.listen_port) line("listen_port", std::to_string(*ch.listen_port));
   if (ch.fwmark) line("fwmark", std::to_string(*ch.fwmark));
-  // Per peer, keys and addresses are formatted straight into the buffer.
   for (const auto& p : ch.peers) {
-    s += "public_key=";
-    append_public_key_hex(s, p.public_key);
-    s += "\n";
+    line("public_key", key_to_hex(p.public_key));
     if (p.remove) {
       s += "remove=true\n";
       continue;
     }
     if (p.update_only) s += "update_only=true\n";
-    if (p.endpoint) {
-      s += "endpoint=";
-      p.endpoint->append_to(s);
-      s += "\n";
-    }
+    if (p.endpoint) line("endpoint", p.endpoint->str());
     if (p.persistent_keepalive) line("persistent_keepalive_interval", std::to_string(*p.persistent_keepalive));
     if (p.replace_allowed_ips) s += "replace_allowed_ips=true\n";
-    for (const auto& a : p.allowed_ips) {
-      s += "allowed_ip=";
-      a.network().append_to(s);
-      s += "\n";
-    }
+    for (const auto& a : p.allowed_ips) line("allowed_ip", a.network().str());
   }
   s += "\n";
   return s;
@@ -91,9 +75,8 @@ Result<Device> uapi_parse_get(std::string_view reply) {
     auto eq = line.find('=');
     if (eq == std::string_view::npos) return Error{"UAPI: line without '=': " + std::string(line)};
     std::string_view k = line.substr(0, eq), v = line.substr(eq + 1);
-    // Only the private_key line needs the constant-time decoder.
     auto key = [&](std::string_view val) -> Result<Key> {
-      auto r = k == "private_key" ? key_from_hex(val) : public_key_from_hex(val);
+      auto r = key_from_hex(val);
       if (!r) return Error{"UAPI: " + std::string(k) + ": " + r.error().message};
       return r;
     };
@@ -166,8 +149,10 @@ Result<Device> uapi_parse_get(std::string_view reply) {
     }
   }
   if (!saw_errno) return Error{"UAPI: reply has no errno line"};
-  // UAPI carries no public key of the device; callers derive it when they
-  // need it (apply() often does not: see "Public key" in docs/overlay.md).
+  // UAPI carries no public key of the device: derived here, as the kernel
+  // reports it.
+  if (d.private_key)
+    if (auto pub = public_key_of(*d.private_key)) d.public_key = *pub;
   return d;
 }
 

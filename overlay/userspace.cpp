@@ -17,7 +17,6 @@
 
 #include <chrono>
 #include <string_view>
-#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -45,20 +44,11 @@ Result<Fd> uapi_connect(const std::string& uapi_dir, const std::string& ifname) 
   return fd;
 }
 
-Result<pid_t> uapi_peer_pid(int fd, const std::string& what) {
-  ucred cred{};
-  socklen_t len = sizeof cred;
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
-    return Error::from_errno("SO_PEERCRED on " + what);
-  return cred.pid;
-}
-
 namespace {
 
 // Reads one reply: ends with "\n\n" after an errno= line. Bounded in time and
-// size so a wedged wireguard-go cannot hang the agent. wireguard-go writes
-// through a 4 KiB buffer, so a 1000-peer get arrives in ~70 reads: the end
-// test looks only at the last line, never rescans what came before.
+// size so a wedged wireguard-go cannot hang the agent. The end test looks
+// only at the last line, never rescans what came before.
 Result<std::string> read_reply(int fd) {
   std::string buf;
   buf.reserve(64 * 1024);
@@ -92,22 +82,17 @@ Result<std::string> read_reply(int fd) {
   }
 }
 
-// One connection serves the whole apply (wireguard-go answers any number of
-// get/set operations on it): no second connect, and the one that identified
-// the server (SO_PEERCRED) can be handed in.
+// One connection serves one apply (wireguard-go answers any number of
+// get/set operations on it); a failed exchange drops it.
 class UserspaceBackend : public WgBackend {
  public:
-  UserspaceBackend(std::string dir, Fd conn, std::string conn_ifname, bool get_sent)
-      : dir_(std::move(dir)), conn_(std::move(conn)), conn_if_(std::move(conn_ifname)), get_sent_(get_sent) {}
+  explicit UserspaceBackend(std::string dir) : dir_(std::move(dir)) {}
   Backend kind() const override { return Backend::Userspace; }
 
   Result<Device> get_device(const std::string& ifname) override {
     auto fd = conn(ifname);
     if (!fd) return fd.take_error();
-    // The first get may have been sent already (EarlyGet): only its answer is read.
-    const bool sent = std::exchange(get_sent_, false) && conn_.valid() && ifname == conn_if_;
-    if (!sent)
-      if (auto w = send_all(*fd, "get=1\n\n", "UAPI write"); !w) return drop(w.take_error());
+    if (auto w = send_all(*fd, "get=1\n\n", "UAPI write"); !w) return drop(w.take_error());
     auto reply = read_reply(*fd);
     if (!reply) return drop(reply.take_error());
     auto d = uapi_parse_get(*reply);
@@ -117,25 +102,13 @@ class UserspaceBackend : public WgBackend {
   }
 
   Status set_device(const Device& change) override {
-    if (auto s = set_device_send(change, false); !s) return s;
-    return set_device_finish();
-  }
-
-  // wireguard-go applies a set line by line as it reads it: after the send,
-  // the caller's own work overlaps with wireguard-go's.
-  Status set_device_send(const Device& change, bool /*overlap: wireguard-go works on its own*/) override {
     auto fd = conn(change.name);
     if (!fd) return fd.take_error();
     std::string req = uapi_set_request(change);
     auto w = send_all(*fd, req, "UAPI write");
     fa::secure_wipe(req.data(), req.size());  // may hold the private key
     if (!w) return drop(w.take_error());
-    return {};
-  }
-
-  Status set_device_finish() override {
-    if (!conn_.valid()) return Error{"UAPI: no set request pending"};
-    auto reply = read_reply(conn_.get());
+    auto reply = read_reply(*fd);
     if (!reply) return drop(reply.take_error());
     return uapi_parse_set_reply(*reply);
   }
@@ -150,7 +123,6 @@ class UserspaceBackend : public WgBackend {
     }
     return conn_.get();
   }
-  // A failed exchange leaves the stream in an unknown state: never reuse it.
   Error drop(Error e) {
     conn_.reset();
     return e;
@@ -159,7 +131,6 @@ class UserspaceBackend : public WgBackend {
   std::string dir_;
   Fd conn_;
   std::string conn_if_;
-  bool get_sent_ = false;
 };
 
 std::string pid_file(const std::string& state_dir, const std::string& ifname) {
@@ -185,61 +156,18 @@ bool process_alive(pid_t pid) {
 
 }  // namespace
 
-std::unique_ptr<WgBackend> make_userspace_backend(std::string uapi_dir, Fd conn, std::string conn_ifname,
-                                                  bool get_sent) {
-  return std::make_unique<UserspaceBackend>(std::move(uapi_dir), std::move(conn), std::move(conn_ifname),
-                                            get_sent);
-}
-
-EarlyGet::EarlyGet() = default;
-EarlyGet::~EarlyGet() = default;  // waits for the kernel read, if any
-EarlyGet::EarlyGet(EarlyGet&&) noexcept = default;
-EarlyGet& EarlyGet::operator=(EarlyGet&&) noexcept = default;
-
-EarlyGet EarlyGet::start(const std::string& ifname, const std::string& uapi_dir, Backend backend) {
-  EarlyGet e;
-  // The socket file is looked for first: where the kernel serves the mesh
-  // there is none, and a connect that fails costs a socket and an error
-  // message besides (~0.2 ms of a 250-peer apply in the lab's VM).
-  struct stat st {};
-  if (backend != Backend::Kernel && ::stat(uapi_socket_path(uapi_dir, ifname).c_str(), &st) == 0 &&
-      S_ISSOCK(st.st_mode)) {
-    if (auto fd = uapi_connect(uapi_dir, ifname)) {
-      if (!send_all(fd->get(), "get=1\n\n", "UAPI write")) return e;
-      e.ifname_ = ifname;
-      e.conn_ = std::move(*fd);
-      return e;
-    }
-    // No wireguard-go for that name (yet): apply() finds out itself.
-  }
-  if (backend != Backend::Userspace) {
-    try {
-      e.kernel_ = Task<std::unique_ptr<KernelRead>>([ifname] { return kernel_read(ifname); });
-      e.ifname_ = ifname;
-    } catch (const std::system_error&) {
-      // No thread to be had: apply() reads for itself.
-    }
-  }
-  return e;
-}
-
-std::unique_ptr<EarlyGet::KernelRead> EarlyGet::take_kernel() {
-  if (!kernel_.valid()) return nullptr;
-  try {
-    return kernel_.get();
-  } catch (const std::exception&) {
-    return nullptr;  // apply() reads for itself
-  }
-}
-
-bool uapi_socket_alive(const std::string& uapi_dir, const std::string& ifname) {
-  return uapi_connect(uapi_dir, ifname).ok();
+std::unique_ptr<WgBackend> make_userspace_backend(std::string uapi_dir) {
+  return std::make_unique<UserspaceBackend>(std::move(uapi_dir));
 }
 
 Result<pid_t> uapi_server_pid(const std::string& uapi_dir, const std::string& ifname) {
   auto fd = uapi_connect(uapi_dir, ifname);
   if (!fd) return fd.take_error();
-  return uapi_peer_pid(fd->get(), uapi_socket_path(uapi_dir, ifname));
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (::getsockopt(fd->get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+    return Error::from_errno("SO_PEERCRED on " + uapi_socket_path(uapi_dir, ifname));
+  return cred.pid;
 }
 
 Result<pid_t> start_wireguard_go(const std::string& binary, const std::string& ifname,

@@ -4,8 +4,7 @@
 # packages/fabric-agent-<version>-<release>.x86_64.rpm. See docs/packaging.md.
 #
 # Layout (both packages):
-#   /usr/bin/fabric-agent                      the static front; stripped, debug symbols kept out
-#   /usr/libexec/fabric-agent/fabric-agent     the whole agent (agent/CMakeLists.txt); stripped
+#   /usr/bin/fabric-agent                      the one executable; stripped, debug symbols kept out
 #   /usr/lib/systemd/system/fabric-agent.service   relative install path, so not %config
 #   /etc/fabric-agent/agent.yaml               conffile / %config(noreplace)
 #   /var/lib/fabric-agent/                     0700: token, persisted state
@@ -107,6 +106,19 @@ names the fabric the machine is on (InfiniBand subnet or RoCE segment),
 chooses and explains the NCCL variables a job must use, stands up the
 cluster's WireGuard overlay, measures RDMA links between machines, and
 serves an authenticated HTTP API to the marketplace's control plane.")
+# The RPM's %description: the same text, then what the package installs.
+set(CPACK_RPM_PACKAGE_DESCRIPTION "${CPACK_PACKAGE_DESCRIPTION}
+
+It hands /dev/infiniband and the NCCL environment to whole-machine
+containers through a CDI spec and an OCI hook, and keeps the overlay up
+across its own restarts and upgrades.
+
+The package installs the fabric-agent executable, the systemd unit
+fabric-agent.service (Type=notify, watchdog), the configuration
+/etc/fabric-agent/agent.yaml with every key and its default, the state
+directory /var/lib/fabric-agent (the API token is created on install),
+a man page and the operator documentation. WireGuard runs in the kernel
+where it has the module, else through wireguard-go.")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_PACKAGE_DIRECTORY ${PROJECT_BINARY_DIR}/packages)
 # Debug symbols are kept out: the packaged binary is stripped; the unstripped
@@ -121,24 +133,22 @@ set(CPACK_DEBIAN_PACKAGE_RELEASE 1)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
-# Run-time dependencies from the binary's NEEDED entries (dpkg-shlibdeps):
-# libc6 (libnl is linked in, see the top-level CMakeLists.txt). libsystemd0
-# (sd_notify), libssl3 (libssl.so.3 and libcrypto.so.3: common/openssl_lazy.cpp),
-# libibverbs1 and libibumad3 (probes/ib_lazy.cpp) are dlopen()ed on first
-# use, so they are named here; the C++ libraries are linked into the binary.
+# Depends: dpkg-shlibdeps from the binary's NEEDED libraries.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libsystemd0, libssl3, libibverbs1, libibumad3")
+# DT_RELR needs glibc 2.36 (GLIBC_ABI_DT_RELR), a version with no symbols, which shlibdeps does not count.
+if(FA_HAVE_PACK_RELATIVE_RELOCS)
+  set(CPACK_DEBIAN_PACKAGE_DEPENDS "libc6 (>= 2.36)")
+endif()
 # Verbs provider drivers (mlx5, rxe, ...) are plugins libibverbs loads at run
-# time; wireguard-go is the userspace backend where the kernel has no module.
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "ibverbs-providers")
-set(CPACK_DEBIAN_PACKAGE_SUGGESTS "wireguard-go, wireguard-tools, rdma-core")
+# time; wireguard-go is the backend where the kernel has no WireGuard.
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "ibverbs-providers, wireguard-go")
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "wireguard-tools, rdma-core")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
     ${FA_PKG_BIN}/deb/conffiles ${FA_PKG_BIN}/deb/postinst ${FA_PKG_BIN}/deb/prerm ${FA_PKG_BIN}/deb/postrm)
 # 0755 scripts, 0644 conffiles, as dpkg-deb and lintian expect.
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
-# RPM. Built with the rpm tools Debian ships; see docs/packaging.md for what
-# the RPM requires at run time.
+# RPM. Built with the rpm tools Debian ships (docs/packaging.md).
 set(CPACK_RPM_PACKAGE_RELEASE 1)
 # Not relocatable: /etc and /var paths are fixed, and so is the unit.
 set(CPACK_PACKAGE_RELOCATABLE OFF)
@@ -147,12 +157,9 @@ set(CPACK_RPM_FILE_NAME RPM-DEFAULT)
 set(CPACK_RPM_PACKAGE_LICENSE "Apache-2.0")
 set(CPACK_RPM_PACKAGE_GROUP "System Environment/Daemons")
 set(CPACK_RPM_PACKAGE_SUMMARY "${CPACK_PACKAGE_DESCRIPTION_SUMMARY}")
-# By name, as Fedora/RHEL call the libraries (rpmbuild adds the exact
-# sonames, libibverbs.so.1()(64bit) etc., from the binary on top).
-# libibverbs, libibumad, openssl-libs and systemd-libs: dlopen()ed, so elfdeps
-# cannot see them.
-set(CPACK_RPM_PACKAGE_REQUIRES
-    "libibverbs, libibumad, openssl-libs, systemd-libs")
+# Requires: rpmbuild's find-requires from the binary's NEEDED libraries.
+# CPack has no Recommends: the same weak dependencies as Suggests.
+set(CPACK_RPM_PACKAGE_SUGGESTS "rdma-core, wireguard-go, wireguard-tools")
 
 set(CPACK_RPM_CHANGELOG_FILE ${FA_PKG_BIN}/rpm/changelog)
 set(CPACK_RPM_POST_INSTALL_SCRIPT_FILE ${FA_PKG_BIN}/rpm/post.sh)

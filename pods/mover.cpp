@@ -4,8 +4,8 @@
 // overlay::apply already knows how to create the interface in the host
 // namespace (its birthplace: the UDP socket stays there), move it into a
 // target namespace and configure the address there, so take() is one apply
-// with netns = the pod's. Coming back uses the same rtnetlink calls overlay/
-// uses (overlay/internal.hpp), then apply in the host namespace.
+// with netns = the pod's. Coming back is overlay::move_interface, then apply
+// in the host namespace.
 //
 // While a pod holds the interface we keep an fd on the pod's namespace. A
 // namespace lives while anything references it, so the container's exit does
@@ -20,7 +20,6 @@
 #include <map>
 
 #include "common/log.hpp"
-#include "overlay/internal.hpp"
 #include "overlay/overlay.hpp"
 #include "pods/pods.hpp"
 
@@ -74,9 +73,11 @@ class OverlayMover final : public WgMover {
     auto m = parse(mesh_doc);
     if (!m) return m.take_error();
     m->netns.reset();
-    auto li = overlay::rtnl_get_link(m->interface);
-    if (!li) return li.take_error();
-    if (!*li) {
+    Fd host(::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC));
+    if (!host.valid()) return Error::from_errno("open /proc/self/ns/net");
+    auto here = overlay::interface_exists(m->interface, host.get());
+    if (!here) return here.take_error();
+    if (!*here) {
       // Destroyed with the pod's namespace. A wireguard-go whose tun vanished
       // may linger on the UAPI socket; down() stops the one we started.
       log->info("{}: gone with pod {}'s namespace, recreating it from the persisted mesh", m->interface, pod.id);
@@ -118,19 +119,16 @@ class OverlayMover final : public WgMover {
     po.overlay_cidr = cidr_;
     auto p = overlay::parse_desired(doc, po);
     if (!p.ok()) return Error{"persisted mesh: " + (p.errors.empty() ? std::string("invalid") : p.errors[0].str()), EINVAL};
-    return *p.mesh;
+    return *p.value;
   }
 
   // From the pod's namespace back to ours, if the link is still there.
   static Status move_back(int pod_ns, const std::string& ifname) {
     Fd host(::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC));
     if (!host.valid()) return Error::from_errno("open /proc/self/ns/net");
-    auto g = overlay::NetnsGuard::enter(pod_ns);
-    if (!g) return g.take_error();
-    auto li = overlay::rtnl_get_link(ifname);
-    if (!li) return li.take_error();
-    if (!*li) return {};
-    return overlay::rtnl_move_to_netns(ifname, host.get());
+    auto moved = overlay::move_interface(ifname, pod_ns, host.get());
+    if (!moved) return moved.take_error();
+    return {};
   }
 
   std::string cidr_;

@@ -1,16 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 // OCI input (the state on a hook's stdin, the bundle's config.json), the host
-// GPU nodes under a device root, and the pure admission decisions.
+// GPU nodes under a device root and the fabric port states under a sysfs
+// root (thin reads), and the pure admission decisions.
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
 #include <algorithm>
 #include <cctype>
-#include <set>
 
 #include "common/fs.hpp"
 #include "common/json.hpp"
 #include "pods/pods.hpp"
+#include "probes/logic.hpp"
 
 namespace fa::pods {
 
@@ -183,33 +184,61 @@ std::optional<std::string> check_whole_machine(const HostGpus& host, const OciCo
   return std::nullopt;
 }
 
-std::optional<std::string> check_active_port(const json& inspect) {
-  if (!inspect.is_object() || !inspect.contains("fabric") || !inspect["fabric"].is_object())
-    return "no discovery result yet: cannot tell whether a fabric port is ACTIVE";
+std::vector<std::string> fabric_ports(const json& inspect) {
+  std::vector<std::string> out;
+  if (!inspect.is_object() || !inspect.contains("fabric") || !inspect["fabric"].is_object()) return out;
   const json& fab = inspect["fabric"];
-  std::set<std::string> fabric_ports;
   if (fab.contains("ports") && fab["ports"].is_array())
     for (const auto& p : fab["ports"])
-      if (p.is_string()) fabric_ports.insert(p.get<std::string>());
-  std::vector<std::string> states;
-  if (inspect.contains("hcas") && inspect["hcas"].is_array()) {
-    for (const auto& h : inspect["hcas"]) {
-      std::string name = h.value("name", "");
-      for (const auto& p : h.value("ports", json::array())) {
-        if (!p.contains("port") || !p["port"].is_number_integer()) continue;
-        std::string id = name + ":" + std::to_string(p["port"].get<int>());
-        if (!fabric_ports.count(id)) continue;
-        std::string st = p.contains("state") && p["state"].is_string() ? p["state"].get<std::string>() : "unknown";
-        if (st == "ACTIVE") return std::nullopt;
-        states.push_back(id + " " + st);
-      }
+      if (p.is_string()) out.push_back(p.get<std::string>());
+  return out;
+}
+
+std::vector<PortState> read_port_states(const std::string& sysfs_root,
+                                        const std::vector<std::string>& ports) {
+  std::vector<PortState> out;
+  for (const auto& id : ports) {
+    PortState s{id, "", ""};
+    auto colon = id.rfind(':');
+    std::string dev = colon == std::string::npos ? std::string() : id.substr(0, colon);
+    std::string num = colon == std::string::npos ? std::string() : id.substr(colon + 1);
+    // The name becomes a path: a device name with no '/', a port number.
+    if (dev.empty() || dev == "." || dev == ".." || dev.find('/') != std::string::npos || num.empty() ||
+        num.size() > 3 || num.find_first_not_of("0123456789") != std::string::npos) {
+      s.error = "not a port name (expected <device>:<port number>)";
+      out.push_back(std::move(s));
+      continue;
     }
+    std::string path = sysfs_root + "/class/infiniband/" + dev + "/ports/" + num + "/state";
+    auto text = read_text_file(path, 4096);
+    if (!text) {
+      s.error = text.error().message;
+    } else if (auto v = probes::parse_numbered_state(*text)) {
+      s.state = v->second;
+    } else {
+      s.error = path + ": expected '<n>: <NAME>' like '4: ACTIVE', got '" +
+                probes::printable(text->substr(0, 32)) + "'";
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::optional<std::string> check_active_port(const json& inspect, const std::vector<PortState>& now) {
+  if (!inspect.is_object() || !inspect.contains("fabric") || !inspect["fabric"].is_object())
+    return "no discovery result yet: cannot tell which ports are the fabric";
+  std::vector<std::string> states;
+  for (const auto& p : now) {
+    if (p.state == "ACTIVE") return std::nullopt;
+    states.push_back(p.port + (p.error.empty() ? " is " + p.state : " state unreadable: " + p.error));
   }
   if (states.empty()) {
-    std::string kind = fab.contains("kind") && fab["kind"].is_string() ? fab["kind"].get<std::string>() : "none";
-    return "no fabric port is ACTIVE on this host (fabric kind " + kind + ", no fabric ports)";
+    const json& fab = inspect["fabric"];
+    std::string kind =
+        fab.contains("kind") && fab["kind"].is_string() ? fab["kind"].get<std::string>() : "none";
+    return "no fabric port is ACTIVE (fabric kind " + kind + ", no fabric ports)";
   }
-  return "no fabric port is ACTIVE on this host (" + join_missing(states) + ")";
+  return "no fabric port is ACTIVE (" + join_missing(states) + ")";
 }
 
 std::optional<std::string> check_exclusive(const std::vector<PodRecord>& live, const std::string& new_id) {

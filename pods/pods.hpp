@@ -132,8 +132,22 @@ Result<std::string> raise_memlock(pid_t pid);
 // path) is in linux.devices, or NVIDIA_VISIBLE_DEVICES=all for NVIDIA hosts.
 // AMD hosts: /dev/kfd and every /dev/dri/renderD*. No GPU on the host: ok.
 std::optional<std::string> check_whole_machine(const HostGpus& host, const OciConfig& cfg);
-// At least one port of inspect.fabric.ports is ACTIVE in inspect.hcas.
-std::optional<std::string> check_active_port(const nlohmann::json& inspect);
+// The state of a fabric port as the kernel reports it at the moment of
+// reading: discovery runs every few seconds and on rtnetlink events, but an
+// InfiniBand port going down raises no such event.
+struct PortState {
+  std::string port;   // dev:port
+  std::string state;  // ACTIVE, DOWN, INIT, ARMED, ... ("" when not read)
+  std::string error;  // why it was not read
+};
+// inspect.fabric.ports: the ports discovery chose for the fabric.
+std::vector<std::string> fabric_ports(const nlohmann::json& inspect);
+// Thin: <sysfs_root>/class/infiniband/<dev>/ports/<n>/state ("4: ACTIVE")
+// of each "dev:n", read now.
+std::vector<PortState> read_port_states(const std::string& sysfs_root, const std::vector<std::string>& ports);
+// At least one fabric port is ACTIVE now (`now`: read_port_states of
+// fabric_ports(inspect)); the refusal names each port and its state.
+std::optional<std::string> check_active_port(const nlohmann::json& inspect, const std::vector<PortState>& now);
 
 // ------------------------------------------------------------- registry ---
 
@@ -206,7 +220,8 @@ struct ServiceDeps {
   std::function<nlohmann::json()> desired_mesh;  // canonical desired mesh, or null
   WgMover* mover = nullptr;
   std::string proc_root = "/proc";
-  std::function<void()> changed;  // registrations changed (daemon: move the status generation)
+  std::string sysfs_root = "/sys";  // fabric port states, read at each registration
+  std::function<void()> changed;    // registrations changed (daemon: move the status generation)
 };
 
 // Protocol (one JSON object each way):
@@ -216,7 +231,8 @@ struct ServiceDeps {
 // Error codes: bad_request, refused (the pod may not have the fabric), failed.
 class PodService {
  public:
-  PodService(PodRegistry reg, ServiceDeps deps) : reg_(std::move(reg)), deps_(std::move(deps)) {}
+  PodService(PodRegistry reg, ServiceDeps deps)
+      : reg_(std::move(reg)), deps_(std::move(deps)), listed_(reg_.pods()) {}
   nlohmann::json handle(const nlohmann::json& req);
   // GET /v1/pods body: {"pods":[ {..., "alive":bool} ]}
   nlohmann::json list();
@@ -235,9 +251,12 @@ class PodService {
   nlohmann::json do_register(const nlohmann::json& req);
   nlohmann::json do_unregister(const nlohmann::json& req);
   void reap_locked();
+  void changed_locked();  // after each change of reg_: publish it for list(), tell the daemon
   std::mutex mu_;
   PodRegistry reg_;
   ServiceDeps deps_;
+  std::mutex listed_mu_;
+  std::vector<PodRecord> listed_;  // what list() reads, under listed_mu_
 };
 
 // The real mover: overlay::apply with netns = the pod's, rtnetlink to move

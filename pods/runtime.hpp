@@ -24,7 +24,7 @@ struct PodsRuntimeOptions {
   std::string state_dir;                 // registry: <state_dir>/pods.json
   std::string socket = kDefaultSocket;   // where hooks register
   std::string cdi_dir = kDefaultCdiDir;  // "" = do not write a CDI spec
-  std::string sysfs_root = "/sys";       // HCA -> uverbsN
+  std::string sysfs_root = "/sys";       // HCA -> uverbsN, fabric port states
   std::string dev_root = kDefaultDevRoot;
   std::string hook_path;                 // "" = this binary (/proc/self/exe)
   std::string overlay_cidr = "10.42.0.0/24";

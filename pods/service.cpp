@@ -54,8 +54,11 @@ json PodService::do_register(const json& req) {
     return {{"ok", true}, {"pod", to_json(*have)}};  // a repeated request: same answer, nothing moves twice
 
   if (auto why = check_exclusive(reg_.pods(), rec.id)) return fail("refused", *why);
+  // Which ports are the fabric comes from discovery; whether one is ACTIVE
+  // is read now: an InfiniBand port going down starts no discovery pass.
   json inspect = deps_.inspect ? deps_.inspect() : json();
-  if (auto why = check_active_port(inspect)) return fail("refused", *why);
+  if (auto why = check_active_port(inspect, read_port_states(deps_.sysfs_root, fabric_ports(inspect))))
+    return fail("refused", *why);
   json mesh = deps_.desired_mesh ? deps_.desired_mesh() : json();
   if (!mesh.is_object())
     return fail("refused", "no overlay mesh is configured on this host (the control plane sets it with PUT /v1/mesh); "
@@ -86,7 +89,7 @@ json PodService::do_register(const json& req) {
   }
   log->info("pod {} (pid {}) registered; {} {} moved into its network namespace", rec.id, rec.pid, rec.interface,
             rec.address);
-  if (deps_.changed) deps_.changed();
+  changed_locked();
   return {{"ok", true}, {"pod", to_json(rec)}};
 }
 
@@ -106,7 +109,7 @@ json PodService::do_unregister(const json& req) {
   // The record goes even when the interface could not be restored: the pod
   // is gone, and the next registration recreates a missing interface.
   if (auto s = reg_.remove(id); !s) return fail("failed", "unregister: persist " + reg_.path() + ": " + s.error().message);
-  if (deps_.changed) deps_.changed();
+  changed_locked();
   if (!problem.empty()) {
     log->error("pod {} unregistered, but {} was not restored on the host: {}", id, copy.interface, problem);
     return fail("failed", "pod unregistered, but " + copy.interface + " was not restored on the host: " + problem);
@@ -129,7 +132,7 @@ void PodService::reap_locked() {
         log->error("pod {}: {} not restored on the host: {}", p.id, p.interface, s.error().message);
     if (auto s = reg_.remove(p.id); !s) log->error("pod {}: {}", p.id, s.error().message);
   }
-  if (deps_.changed) deps_.changed();
+  changed_locked();
 }
 
 size_t PodService::reconcile() {
@@ -157,7 +160,7 @@ size_t PodService::reconcile() {
     if (auto s = reg_.remove(p.id); !s) log->error("pod {}: {}", p.id, s.error().message);
   }
   reap_locked();
-  if (!lost.empty() && deps_.changed) deps_.changed();
+  if (!lost.empty()) changed_locked();
   return adopted;
 }
 
@@ -166,10 +169,24 @@ void PodService::reap() {
   reap_locked();
 }
 
+void PodService::changed_locked() {
+  {
+    std::lock_guard lk(listed_mu_);
+    listed_ = reg_.pods();
+  }
+  if (deps_.changed) deps_.changed();
+}
+
 json PodService::list() {
-  std::lock_guard lk(mu_);
+  // The registrations as of the last change, never behind a registration
+  // in progress (which holds mu_ while it moves the interface).
+  std::vector<PodRecord> pods;
+  {
+    std::lock_guard lk(listed_mu_);
+    pods = listed_;
+  }
   json arr = json::array();
-  for (const auto& p : reg_.pods()) {
+  for (const auto& p : pods) {
     json j = to_json(p);
     j["alive"] = pod_alive(p, deps_.proc_root);
     arr.push_back(std::move(j));

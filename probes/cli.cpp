@@ -1,10 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "probes/cli.hpp"
 
-#include <charconv>
 #include <cstdio>
-#include <cstdlib>
-#include <string_view>
 
 #include "common/cli.hpp"
 #include "common/config.hpp"
@@ -46,23 +43,6 @@ int cmd_inspect(const std::vector<std::string>& argv) {
   }
   InspectOptions opts = options_from_config(*cfg);
   if (auto root = args->get("sysfs-root")) opts.sysfs_root = *root;
-  // FA_INSPECT_THREADS: how many threads read sysfs (0 or unset: one more
-  // than the usable CPUs, one on a single CPU). The output is the same for
-  // every value; tests and bench/inspect use it to compare one thread with
-  // several.
-  if (const char* t = std::getenv("FA_INSPECT_THREADS"); t && *t) {
-    std::string_view s(t);
-    unsigned n = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-    if (ec != std::errc() || p != s.data() + s.size() || n > 256) {
-      std::fprintf(stderr,
-                   "fabric-agent inspect: FA_INSPECT_THREADS='%s': expected a thread count 0-256 "
-                   "(0: one per CPU)\n",
-                   t);
-      return 2;
-    }
-    opts.threads = n;
-  }
 
   Report r = discover(opts);
   if (args->has("json")) {

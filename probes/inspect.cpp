@@ -17,7 +17,7 @@ namespace fa::probes {
 
 Report discover(const InspectOptions& opts) {
   Report r;
-  SysfsScan sysfs = read_sysfs(opts.sysfs_root, r.warnings, opts.threads);
+  SysfsScan sysfs = read_sysfs(opts.sysfs_root, r.warnings);
   r.hcas = std::move(sysfs.hcas);
   auto gpus = std::move(sysfs.gpus);
 

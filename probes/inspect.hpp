@@ -23,9 +23,6 @@ struct InspectOptions {
   std::vector<std::string> hcas;      // optional allow-list (config fabric.hcas)
   std::string socket_ifname = "wg0";  // NCCL_SOCKET_IFNAME (config overlay.interface)
   bool query_sm = true;               // SMInfo MAD to the SM (InfiniBand only)
-  // Threads reading sysfs (probes/sysfs_io.hpp): 0 = one per usable CPU.
-  // The report is the same for every value; 1 is for tests and comparisons.
-  unsigned threads = 0;
 };
 
 struct Gid {
@@ -112,7 +109,7 @@ struct Report {
 // be read becomes a warning naming the path.
 Report discover(const InspectOptions& opts);
 
-// The DESIGN.md `inspect --json` schema plus "reasons" and "counters".
+// The `inspect --json` document (docs/inspect.md), "reasons" and "counters" included.
 nlohmann::json to_json(const Report& report);
 
 // Compact table for a person (the default `inspect` output).

@@ -251,10 +251,14 @@ const NetLink* NetState::find(std::string_view name) const {
   return nullptr;
 }
 
-// ---------------------------------------------------------------------------
+// --- fabric selection ------------------------------------------------------
+// select_fabric() in steps: the candidate ports grouped by fabric (the
+// InfiniBand and the RoCE rules), the fabric with most ACTIVE ports, then
+// what it is called and what NCCL is told, with a reason for each choice.
 
 namespace {
 
+// A candidate port of a fabric; for RoCE, the port's GID in that segment.
 struct Member {
   std::string key;  // dev:port
   bool active = false;
@@ -264,6 +268,8 @@ struct Member {
   std::string netdev;
 };
 
+// The candidate ports of one fabric: one InfiniBand subnet and SM, or one
+// RoCE segment.
 struct Group {
   std::string kind;  // infiniband | roce
   std::string label;
@@ -279,258 +285,297 @@ struct Group {
   }
 };
 
+struct Candidates {
+  std::map<std::string, Group> groups;  // ordered key: deterministic tie-break
+  std::vector<std::string> excluded;    // why a port or a RoCE GID was not taken
+  bool pin_seen = false;                // a usable GID on the pinned fabric.netdev
+};
+
+void warn(Selection& out, std::string w) { out.warnings.push_back(std::move(w)); }
+void reason(Selection& out, std::string k, std::string v) {
+  out.reasons.emplace_back(std::move(k), std::move(v));
+}
+
+const SmLookup* sm_for(const std::vector<std::pair<std::string, SmLookup>>& sm, const std::string& key) {
+  for (const auto& [k, v] : sm)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+// InfiniBand: an ACTIVE port with GID 0 (its subnet prefix) and an SM LID.
+void add_infiniband_port(const std::string& key, const Port& p, const SmLookup* l, Candidates& c,
+                         Selection& out) {
+  if (p.state != "ACTIVE") {  // a DOWN IB port has no SM and no fabric to name
+    c.excluded.push_back(key + ": " + (p.state.empty() ? "state unknown" : p.state));
+    return;
+  }
+  const Gid* g0 = nullptr;
+  for (const auto& g : p.gids)
+    if (g.index == 0) g0 = &g;
+  if (!g0) {
+    warn(out, key + ": ACTIVE InfiniBand port without GID 0; its subnet prefix is unknown, port left out");
+    return;
+  }
+  if (!p.sm_lid || *p.sm_lid == 0) {
+    warn(out, key + ": ACTIVE InfiniBand port reports no SM LID; port left out of the fabric");
+    return;
+  }
+  std::string prefix = gid_subnet_prefix(g0->gid);
+  std::optional<uint64_t> guid = l ? l->guid : std::nullopt;
+  // Ports agree on a fabric when prefix and SM agree; without the SM's
+  // GUID the SM LID is the best key we have (not unique across fabrics).
+  std::string gkey = "ib|" + prefix + "|" + (guid ? format_guid(*guid) : "lid" + std::to_string(*p.sm_lid));
+  Group& gr = c.groups[gkey];
+  if (gr.members.empty()) {
+    gr.kind = "infiniband";
+    gr.subnet_prefix = prefix;
+    gr.sm_lid = *p.sm_lid;
+    gr.sm_guid = guid;
+    gr.sm_error = l ? l->error : "";
+    gr.label = "InfiniBand subnet " + prefix + " SM LID " + std::to_string(*p.sm_lid) +
+               (guid ? " (SM GUID " + format_guid(*guid) + ")" : "");
+  }
+  gr.members.push_back({key, true, -1, 0, ""});
+}
+
+// Why netdev `nd` cannot carry a RoCE GID with address `addr` (apart from
+// the default route), or "" with `held` set to its entry for that address.
+std::string netdev_problem(const std::string& nd, uint32_t addr, const NetState& net,
+                           const InspectOptions& opts, const Ipv4Addr*& held) {
+  if (nd.empty()) return "no netdev";
+  if (!opts.fabric_netdev.empty() && nd != opts.fabric_netdev)
+    return "not the configured fabric.netdev " + opts.fabric_netdev;
+  const NetLink* l = net.find(nd);
+  if (!l) return "netdev not found over rtnetlink";
+  if (!l->up) return "netdev is down";
+  held = nullptr;
+  for (const auto& x : l->addrs)
+    if (x.addr == addr) held = &x;
+  if (!held) return "netdev does not hold that address";
+  return "";
+}
+
+// RoCE: every RoCE v2 GID carrying an IPv4 address on an up netdev that
+// holds that address and does not carry the default route; per segment,
+// the port's lowest such GID.
+void add_roce_port(const std::string& key, const Port& p, const NetState& net, const InspectOptions& opts,
+                   Candidates& c, Selection& out) {
+  const bool pinned = !opts.fabric_netdev.empty();
+  std::map<std::string, Member> per_segment;
+  for (const auto& g : p.gids) {
+    if (g.type != "RoCE v2") continue;
+    auto a = gid_ipv4(g.gid);
+    if (!a) continue;
+    std::string nd = g.netdev.empty() ? p.netdev : g.netdev;
+    std::string where = key + " GID " + std::to_string(g.index) + " (" + ipv4_to_string(*a) + " on " +
+                        (nd.empty() ? "no netdev" : nd) + ")";
+    const Ipv4Addr* ia = nullptr;
+    if (std::string why = netdev_problem(nd, *a, net, opts, ia); !why.empty()) {
+      c.excluded.push_back(where + ": " + why);
+      continue;
+    }
+    if (net.default_route_ifs.count(nd)) {
+      if (!pinned) {
+        c.excluded.push_back(where + ": carries the default route (internet-facing)");
+        continue;
+      }
+      warn(out,
+           "configured fabric.netdev " + nd + " carries the default route; using it because it is pinned");
+    }
+    if (pinned) c.pin_seen = true;
+    std::string seg = ipv4_segment(ia->addr, ia->prefix_len);
+    auto it = per_segment.find(seg);
+    if (it == per_segment.end() || g.index < it->second.gid_index)
+      per_segment[seg] = Member{key, p.state == "ACTIVE", g.index, *a, nd};
+  }
+  for (auto& [seg, m] : per_segment) {
+    Group& gr = c.groups["roce|" + seg];
+    if (gr.members.empty()) {
+      gr.kind = "roce";
+      gr.segment = seg;
+      gr.label = "RoCE segment " + seg;
+    }
+    gr.members.push_back(m);
+  }
+}
+
+Candidates candidate_ports(const std::vector<Hca>& hcas, const NetState& net,
+                           const std::vector<std::pair<std::string, SmLookup>>& sm,
+                           const InspectOptions& opts, Selection& out) {
+  Candidates c;
+  for (const auto& h : hcas) {
+    for (const auto& p : h.ports) {
+      std::string key = port_key(h, p);
+      if (!allowed(opts, h.name, key))
+        c.excluded.push_back(key + ": not in the configured fabric.hcas");
+      else if (p.link_layer == "InfiniBand")
+        add_infiniband_port(key, p, sm_for(sm, key), c, out);
+      else if (p.link_layer == "Ethernet")
+        add_roce_port(key, p, net, opts, c, out);
+    }
+  }
+  if (!opts.fabric_netdev.empty() && !c.pin_seen)
+    warn(out, "configured fabric.netdev " + opts.fabric_netdev +
+                  " has no usable RoCE v2 IPv4 GID (up, holding the GID's address); no RoCE fabric chosen");
+  return c;
+}
+
+// The fabric: the group with most ACTIVE ports, the first in key order on
+// a tie. `others`: the groups with ACTIVE ports that lost.
+struct Choice {
+  const Group* best = nullptr;
+  std::vector<const Group*> others;
+};
+
+Choice choose_fabric(const std::map<std::string, Group>& groups) {
+  Choice ch;
+  for (const auto& [k, g] : groups) {
+    if (g.active() == 0) continue;
+    if (!ch.best || g.active() > ch.best->active()) {
+      if (ch.best) ch.others.push_back(ch.best);
+      ch.best = &g;
+    } else {
+      ch.others.push_back(&g);
+    }
+  }
+  return ch;
+}
+
+void warn_other_fabrics(const Choice& ch, Selection& out) {
+  if (ch.others.empty()) return;
+  std::vector<std::string> o;
+  for (const auto* g : ch.others) {
+    std::vector<std::string> ps;
+    for (const auto& m : g->members)
+      if (m.active) ps.push_back(m.key);
+    o.push_back(g->label + " (" + std::to_string(g->active()) + " ACTIVE: " + join(ps) + ")");
+  }
+  warn(out, "ports of several fabrics on this host: chose " + ch.best->label + " with " +
+                std::to_string(ch.best->active()) + " ACTIVE ports; ignored " + join(o, "; "));
+}
+
+std::string not_taken(const std::vector<std::string>& excluded) {
+  return excluded.empty() ? "" : "; not taken: " + join(excluded, "; ");
+}
+
+void no_fabric(bool no_hcas, const std::vector<std::string>& excluded, Selection& out) {
+  out.fabric.kind = "none";
+  reason(out, "fabric",
+         (no_hcas ? "no RDMA devices under the sysfs root"
+                  : "no ACTIVE InfiniBand port with an SM and no ACTIVE RoCE port with a RoCE v2 "
+                    "IPv4 GID on an up, non-default-route netdev") +
+             not_taken(excluded));
+  reason(out, "NCCL_IB_HCA", "not set: no fabric");
+}
+
+void describe_infiniband(const Group& best, const std::string& nports,
+                         const std::vector<std::string>& excluded, Selection& out) {
+  out.fabric.subnet_prefix = best.subnet_prefix;
+  out.fabric.sm_lid = best.sm_lid;
+  if (best.sm_guid) {
+    out.fabric.sm_guid = format_guid(*best.sm_guid);
+    out.fabric.id = infiniband_fabric_id(best.subnet_prefix, *best.sm_guid);
+    reason(out, "fabric",
+           "InfiniBand: " + nports + " on subnet prefix " + best.subnet_prefix + " managed by SM " +
+               *out.fabric.sm_guid + " (LID " + std::to_string(best.sm_lid) + ")" + not_taken(excluded));
+  } else {
+    std::string why = best.sm_error.empty() ? "SM not queried" : best.sm_error;
+    warn(out, "sm_guid unknown: " + why + "; fabric.id is null because subnet prefix " + best.subnet_prefix +
+                  " and SM LID " + std::to_string(best.sm_lid) + " alone do not tell fabrics apart");
+    reason(out, "fabric",
+           "InfiniBand: " + nports + " on subnet prefix " + best.subnet_prefix + ", SM LID " +
+               std::to_string(best.sm_lid) + "; SM GUID unknown, so no fabric id" + not_taken(excluded));
+  }
+  reason(out, "NCCL_IB_HCA",
+         "the " + nports +
+             " of the InfiniBand fabric, '=' for exact names (NCCL prefix-matches otherwise), natural order");
+  reason(out, "NCCL_IB_GID_INDEX", "not set: InfiniBand ports are LID-routed");
+}
+
+// NCCL takes one GID index for all HCAs: the most common one among the
+// fabric ports (the first port's wins ties); a warning names the ports it
+// is wrong for.
+void choose_gid_index(const std::vector<Member>& ms, const std::string& segment, Selection& out) {
+  std::map<int, int> count;
+  for (const auto& m : ms) ++count[m.gid_index];
+  int idx = ms.front().gid_index, n = 0;
+  for (const auto& m : ms)
+    if (count[m.gid_index] > n) {
+      n = count[m.gid_index];
+      idx = m.gid_index;
+    }
+  out.nccl.ib_gid_index = std::to_string(idx);
+  std::vector<std::string> differ;
+  for (const auto& m : ms)
+    if (m.gid_index != idx) differ.push_back(m.key + " (GID " + std::to_string(m.gid_index) + ")");
+  if (differ.empty()) {
+    reason(
+        out, "NCCL_IB_GID_INDEX",
+        "GID " + std::to_string(idx) + " is the RoCE v2 GID holding the fabric address on every fabric port");
+    return;
+  }
+  warn(out, "fabric ports disagree on the RoCE v2 GID index: NCCL_IB_GID_INDEX=" + std::to_string(idx) +
+                " is wrong for " + join(differ) + "; with NCCL >= 2.21 set NCCL_IB_ADDR_RANGE=" + segment +
+                " instead, which selects the GID per device");
+  reason(out, "NCCL_IB_GID_INDEX",
+         "GID " + std::to_string(idx) + " is the most common RoCE v2 GID index with an address in " +
+             segment + " (" + std::to_string(n) + " of " + std::to_string(ms.size()) + " ports)");
+}
+
+void describe_roce(const Group& best, const std::vector<Member>& ms, const std::string& nports,
+                   const std::vector<std::string>& excluded, const InspectOptions& opts, Selection& out) {
+  const Member& first = ms.front();
+  out.fabric.segment = best.segment;
+  out.fabric.address = ipv4_to_string(first.addr);
+  out.fabric.netdev = first.netdev;
+  if (!opts.provider_id.empty()) {
+    out.fabric.provider_id = opts.provider_id;
+    out.fabric.id = roce_fabric_id(opts.provider_id, best.segment);
+  } else {
+    warn(out, "provider_id is not set in the config; fabric.id is null because segment " + best.segment +
+                  " alone does not tell two providers' networks apart");
+  }
+  reason(out, "fabric",
+         "RoCE: " + nports + " with RoCE v2 GIDs in " + best.segment + " on " +
+             (opts.fabric_netdev.empty() ? "netdev " : "the configured fabric.netdev ") + first.netdev +
+             " (up, holds " + *out.fabric.address + ", no default route)" + not_taken(excluded));
+  bool internet = std::any_of(excluded.begin(), excluded.end(), [](const std::string& e) {
+    return e.find("default route") != std::string::npos;
+  });
+  reason(out, "NCCL_IB_HCA",
+         "the " + nports +
+             " of the RoCE fabric, '=' for exact names (NCCL prefix-matches otherwise), natural order" +
+             (internet ? "; internet-facing (default-route) ports left out" : ""));
+  choose_gid_index(ms, best.segment, out);
+}
+
 }  // namespace
 
 Selection select_fabric(const std::vector<Hca>& hcas, const NetState& net,
                         const std::vector<std::pair<std::string, SmLookup>>& sm, const InspectOptions& opts) {
   Selection out;
   out.nccl.socket_ifname = opts.socket_ifname;
-  auto warn = [&](std::string w) { out.warnings.push_back(std::move(w)); };
-  auto reason = [&](std::string k, std::string v) { out.reasons.emplace_back(std::move(k), std::move(v)); };
-
-  std::map<std::string, Group> groups;  // ordered key: deterministic tie-break
-  std::vector<std::string> excluded;    // human notes on RoCE GIDs not taken
-
-  auto sm_for = [&](const std::string& key) -> const SmLookup* {
-    for (const auto& [k, v] : sm)
-      if (k == key) return &v;
-    return nullptr;
-  };
-
-  bool pinned = !opts.fabric_netdev.empty();
-  bool pin_seen = false;
-
-  for (const auto& h : hcas) {
-    for (const auto& p : h.ports) {
-      std::string key = port_key(h, p);
-      if (!allowed(opts, h.name, key)) {
-        excluded.push_back(key + ": not in the configured fabric.hcas");
-        continue;
-      }
-      bool active = p.state == "ACTIVE";
-      if (p.link_layer == "InfiniBand") {
-        if (!active) {  // a DOWN IB port has no SM and no fabric to name
-          excluded.push_back(key + ": " + (p.state.empty() ? "state unknown" : p.state));
-          continue;
-        }
-        const Gid* g0 = nullptr;
-        for (const auto& g : p.gids)
-          if (g.index == 0) g0 = &g;
-        if (!g0) {
-          warn(key + ": ACTIVE InfiniBand port without GID 0; its subnet prefix is unknown, port left out");
-          continue;
-        }
-        if (!p.sm_lid || *p.sm_lid == 0) {
-          warn(key + ": ACTIVE InfiniBand port reports no SM LID; port left out of the fabric");
-          continue;
-        }
-        std::string prefix = gid_subnet_prefix(g0->gid);
-        const SmLookup* l = sm_for(key);
-        std::optional<uint64_t> guid = l ? l->guid : std::nullopt;
-        // Ports agree on a fabric when prefix and SM agree; without the SM's
-        // GUID the SM LID is the best key we have (not unique across fabrics).
-        std::string gkey =
-            "ib|" + prefix + "|" + (guid ? format_guid(*guid) : "lid" + std::to_string(*p.sm_lid));
-        Group& gr = groups[gkey];
-        if (gr.members.empty()) {
-          gr.kind = "infiniband";
-          gr.subnet_prefix = prefix;
-          gr.sm_lid = *p.sm_lid;
-          gr.sm_guid = guid;
-          gr.sm_error = l ? l->error : "";
-          gr.label = "InfiniBand subnet " + prefix + " SM LID " + std::to_string(*p.sm_lid) +
-                     (guid ? " (SM GUID " + format_guid(*guid) + ")" : "");
-        }
-        gr.members.push_back({key, true, -1, 0, ""});
-        continue;
-      }
-      if (p.link_layer != "Ethernet") continue;
-      // RoCE: every RoCE v2 GID carrying an IPv4 address on an up netdev that
-      // holds that address and does not carry the default route.
-      std::map<std::string, Member> per_segment;  // one member per segment per port
-      for (const auto& g : p.gids) {
-        if (g.type != "RoCE v2") continue;
-        auto a = gid_ipv4(g.gid);
-        if (!a) continue;
-        std::string nd = g.netdev.empty() ? p.netdev : g.netdev;
-        std::string where = key + " GID " + std::to_string(g.index) + " (" + ipv4_to_string(*a) + " on " +
-                            (nd.empty() ? "no netdev" : nd) + ")";
-        if (nd.empty()) {
-          excluded.push_back(where + ": no netdev");
-          continue;
-        }
-        if (pinned && nd != opts.fabric_netdev) {
-          excluded.push_back(where + ": not the configured fabric.netdev " + opts.fabric_netdev);
-          continue;
-        }
-        const NetLink* l = net.find(nd);
-        if (!l) {
-          excluded.push_back(where + ": netdev not found over rtnetlink");
-          continue;
-        }
-        if (!l->up) {
-          excluded.push_back(where + ": netdev is down");
-          continue;
-        }
-        const Ipv4Addr* ia = nullptr;
-        for (const auto& x : l->addrs)
-          if (x.addr == *a) ia = &x;
-        if (!ia) {
-          excluded.push_back(where + ": netdev does not hold that address");
-          continue;
-        }
-        if (net.default_route_ifs.count(nd)) {
-          if (!pinned) {
-            excluded.push_back(where + ": carries the default route (internet-facing)");
-            continue;
-          }
-          warn("configured fabric.netdev " + nd +
-               " carries the default route; using it because it is pinned");
-        }
-        if (pinned) pin_seen = true;
-        std::string seg = ipv4_segment(ia->addr, ia->prefix_len);
-        auto it = per_segment.find(seg);
-        if (it == per_segment.end() || g.index < it->second.gid_index)
-          per_segment[seg] = Member{key, active, g.index, *a, nd};
-      }
-      for (auto& [seg, m] : per_segment) {
-        Group& gr = groups["roce|" + seg];
-        if (gr.members.empty()) {
-          gr.kind = "roce";
-          gr.segment = seg;
-          gr.label = "RoCE segment " + seg;
-        }
-        gr.members.push_back(m);
-      }
-    }
-  }
-
-  if (pinned && !pin_seen)
-    warn("configured fabric.netdev " + opts.fabric_netdev +
-         " has no usable RoCE v2 IPv4 GID (up, holding the GID's address); no RoCE fabric chosen");
-
-  // The fabric: the group with most ACTIVE ports.
-  const Group* best = nullptr;
-  std::vector<const Group*> others;
-  for (const auto& [k, g] : groups) {
-    if (g.active() == 0) continue;
-    if (!best || g.active() > best->active()) {
-      if (best) others.push_back(best);
-      best = &g;
-    } else {
-      others.push_back(&g);
-    }
-  }
-
-  if (!best) {
-    out.fabric.kind = "none";
-    std::string why = hcas.empty()
-                          ? "no RDMA devices under the sysfs root"
-                          : "no ACTIVE InfiniBand port with an SM and no ACTIVE RoCE port with a RoCE v2 "
-                            "IPv4 GID on an up, non-default-route netdev";
-    if (!excluded.empty()) why += "; not taken: " + join(excluded, "; ");
-    reason("fabric", why);
-    reason("NCCL_IB_HCA", "not set: no fabric");
-    reason("NCCL_SOCKET_IFNAME",
-           "overlay interface " + opts.socket_ifname + " carries NCCL's bootstrap traffic");
-    out.nccl.socket_ifname = opts.socket_ifname;
-    return out;
-  }
-
-  if (!others.empty()) {
-    std::vector<std::string> o;
-    for (const auto* g : others) {
-      std::vector<std::string> ps;
-      for (const auto& m : g->members)
-        if (m.active) ps.push_back(m.key);
-      o.push_back(g->label + " (" + std::to_string(g->active()) + " ACTIVE: " + join(ps) + ")");
-    }
-    warn("ports of several fabrics on this host: chose " + best->label + " with " +
-         std::to_string(best->active()) + " ACTIVE ports; ignored " + join(o, "; "));
-  }
-
-  std::vector<Member> ms;
-  for (const auto& m : best->members)
-    if (m.active) ms.push_back(m);
-  std::sort(ms.begin(), ms.end(),
-            [](const Member& a, const Member& b) { return natural_less(a.key, b.key); });
-  for (const auto& m : ms) out.fabric.ports.push_back(m.key);
-  out.fabric.kind = best->kind;
-  out.nccl.ib_hca = format_nccl_ib_hca(out.fabric.ports);
-  std::string nports = std::to_string(ms.size()) + " ACTIVE port" + (ms.size() == 1 ? "" : "s");
-
-  if (best->kind == "infiniband") {
-    out.fabric.subnet_prefix = best->subnet_prefix;
-    out.fabric.sm_lid = best->sm_lid;
-    if (best->sm_guid) {
-      out.fabric.sm_guid = format_guid(*best->sm_guid);
-      out.fabric.id = infiniband_fabric_id(best->subnet_prefix, *best->sm_guid);
-      reason("fabric", "InfiniBand: " + nports + " on subnet prefix " + best->subnet_prefix +
-                           " managed by SM " + *out.fabric.sm_guid + " (LID " + std::to_string(best->sm_lid) +
-                           ")");
-    } else {
-      std::string why = best->sm_error.empty() ? "SM not queried" : best->sm_error;
-      warn("sm_guid unknown: " + why + "; fabric.id is null because subnet prefix " + best->subnet_prefix +
-           " and SM LID " + std::to_string(best->sm_lid) + " alone do not tell fabrics apart");
-      reason("fabric", "InfiniBand: " + nports + " on subnet prefix " + best->subnet_prefix + ", SM LID " +
-                           std::to_string(best->sm_lid) + "; SM GUID unknown, so no fabric id");
-    }
-    if (!excluded.empty()) out.reasons.back().second += "; not taken: " + join(excluded, "; ");
-    reason("NCCL_IB_HCA", "the " + nports +
-                              " of the InfiniBand fabric, '=' for exact names (NCCL prefix-matches "
-                              "otherwise), natural order");
-    reason("NCCL_IB_GID_INDEX", "not set: InfiniBand ports are LID-routed");
+  Candidates c = candidate_ports(hcas, net, sm, opts, out);
+  Choice ch = choose_fabric(c.groups);
+  if (!ch.best) {
+    no_fabric(hcas.empty(), c.excluded, out);
   } else {
-    const Member& first = ms.front();
-    out.fabric.segment = best->segment;
-    out.fabric.address = ipv4_to_string(first.addr);
-    out.fabric.netdev = first.netdev;
-    if (!opts.provider_id.empty()) {
-      out.fabric.provider_id = opts.provider_id;
-      out.fabric.id = roce_fabric_id(opts.provider_id, best->segment);
-    } else {
-      warn("provider_id is not set in the config; fabric.id is null because segment " + best->segment +
-           " alone does not tell two providers' networks apart");
-    }
-    reason("fabric", "RoCE: " + nports + " with RoCE v2 GIDs in " + best->segment + " on " +
-                         (pinned ? "the configured fabric.netdev " : "netdev ") + first.netdev +
-                         " (up, holds " + *out.fabric.address + ", no default route)" +
-                         (excluded.empty() ? "" : "; not taken: " + join(excluded, "; ")));
-    bool internet = std::any_of(excluded.begin(), excluded.end(), [](const std::string& e) {
-      return e.find("default route") != std::string::npos;
-    });
-    reason("NCCL_IB_HCA",
-           "the " + nports +
-               " of the RoCE fabric, '=' for exact names (NCCL prefix-matches otherwise), natural "
-               "order" +
-               (internet ? "; internet-facing (default-route) ports left out" : ""));
-    // NCCL takes one GID index for all HCAs: the most common one.
-    std::map<int, int> count;
-    for (const auto& m : ms) ++count[m.gid_index];
-    int idx = first.gid_index, n = 0;
-    for (const auto& m : ms)  // first port's index wins ties
-      if (count[m.gid_index] > n) {
-        n = count[m.gid_index];
-        idx = m.gid_index;
-      }
-    out.nccl.ib_gid_index = std::to_string(idx);
-    std::vector<std::string> differ;
-    for (const auto& m : ms)
-      if (m.gid_index != idx) differ.push_back(m.key + " (GID " + std::to_string(m.gid_index) + ")");
-    if (differ.empty()) {
-      reason("NCCL_IB_GID_INDEX", "GID " + std::to_string(idx) +
-                                      " is the RoCE v2 GID holding the fabric address " +
-                                      "on every fabric port");
-    } else {
-      warn("fabric ports disagree on the RoCE v2 GID index: NCCL_IB_GID_INDEX=" + std::to_string(idx) +
-           " is wrong for " + join(differ) + "; with NCCL >= 2.21 set NCCL_IB_ADDR_RANGE=" + best->segment +
-           " instead, which selects the GID per device");
-      reason("NCCL_IB_GID_INDEX",
-             "GID " + std::to_string(idx) + " is the most common RoCE v2 GID index with an " + "address in " +
-                 best->segment + " (" + std::to_string(n) + " of " + std::to_string(ms.size()) + " ports)");
-    }
+    warn_other_fabrics(ch, out);
+    std::vector<Member> ms;
+    for (const auto& m : ch.best->members)
+      if (m.active) ms.push_back(m);
+    std::sort(ms.begin(), ms.end(),
+              [](const Member& a, const Member& b) { return natural_less(a.key, b.key); });
+    for (const auto& m : ms) out.fabric.ports.push_back(m.key);
+    out.fabric.kind = ch.best->kind;
+    out.nccl.ib_hca = format_nccl_ib_hca(out.fabric.ports);
+    std::string nports = std::to_string(ms.size()) + " ACTIVE port" + (ms.size() == 1 ? "" : "s");
+    if (ch.best->kind == "infiniband")
+      describe_infiniband(*ch.best, nports, c.excluded, out);
+    else
+      describe_roce(*ch.best, ms, nports, c.excluded, opts, out);
   }
-  reason("NCCL_SOCKET_IFNAME",
+  reason(out, "NCCL_SOCKET_IFNAME",
          "overlay interface " + opts.socket_ifname + " carries NCCL's bootstrap traffic");
   return out;
 }

@@ -16,16 +16,14 @@
 #include <map>
 #include <memory>
 
+#include "common/netlink.hpp"
+
 namespace fa::probes {
 namespace {
 
-struct SockDel {
-  void operator()(nl_sock* s) const { nl_socket_free(s); }
-};
 struct CacheDel {
   void operator()(nl_cache* c) const { nl_cache_free(c); }
 };
-using SockPtr = std::unique_ptr<nl_sock, SockDel>;
 using CachePtr = std::unique_ptr<nl_cache, CacheDel>;
 
 std::string nl_err(const char* what, int rc) { return std::string(what) + ": " + nl_geterror(rc); }
@@ -34,7 +32,7 @@ std::string nl_err(const char* what, int rc) { return std::string(what) + ": " +
 
 NetState read_net_state() {
   NetState st;
-  SockPtr sk(nl_socket_alloc());
+  NlSock sk(nl_socket_alloc());
   if (!sk) {
     st.error = "rtnetlink: nl_socket_alloc failed";
     return st;

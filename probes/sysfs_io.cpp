@@ -4,19 +4,13 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
-#include <exception>
-#include <mutex>
-#include <system_error>
-#include <thread>
 
 #include "common/fd.hpp"
 #include "probes/logic.hpp"
@@ -109,7 +103,7 @@ class Dir {
 
 // Canonical path of an open file, what realpath() returns for it, from one
 // readlink of /proc/self/fd/N: glibc's realpath() readlinks every component
-// (~25 calls for a PCI device path). Where /proc is not mounted, realpath().
+// of a deep PCI device path. Where /proc is not mounted, realpath().
 std::string real_path(const Dir& d) {
   if (!d.ok()) return {};
   char link[32];
@@ -121,8 +115,8 @@ std::string real_path(const Dir& d) {
   return buf;
 }
 
-// What one work item (an HCA, or the PCI scan) needs: the shared, read-only
-// real path of <root>/devices, and its own warnings.
+// What every read needs: the real path of <root>/devices (to name PCI
+// paths below it) and where warnings go.
 struct Ctx {
   const std::string& real_devs;
   std::vector<std::string>& warnings;
@@ -374,119 +368,40 @@ std::vector<GpuDevice> scan_gpus(Ctx& c, const std::string& root) {
   return out;
 }
 
-// CPUs this process may run on (taskset, cpuset), at least 1.
-unsigned usable_cpus() {
-  cpu_set_t set;
-  if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
-// One more reader than CPUs where there are several: a reader stalls now
-// and then (a page fault, a preemption, a sleeping CPU being woken) and the
-// items are uneven (a RoCE port has twice the GID slots of an IB one), and a
-// spare runnable thread keeps every CPU reading meanwhile. On the 2-CPU
-// build host, fixture (a), 150 alternating runs: 2 threads 10.38 ms, 3
-// threads 9.06 ms; on one CPU a second thread only costs (13.04 -> 13.52).
-unsigned default_threads() {
-  unsigned cpus = usable_cpus();
-  return cpus == 1 ? 1 : cpus + 1;
-}
-
-// Runs job(i) for every i in [0, n) on up to `threads` threads, this one
-// included, each claiming the next item from a shared counter. A thread that
-// cannot be started (EAGAIN under a pids limit) leaves its share to the
-// others. The first exception a job throws is rethrown here, after every
-// thread has stopped.
-template <class Job>
-void run_items(size_t n, unsigned threads, const Job& job) {
-  std::atomic<size_t> next{0};
-  std::mutex mu;
-  std::exception_ptr failed;
-  auto worker = [&] {
-    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) {
-      try {
-        job(i);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!failed) failed = std::current_exception();
-        next.store(n);
-      }
-    }
-  };
-  struct Pool {
-    std::vector<std::thread> threads;
-    ~Pool() {
-      for (auto& t : threads) t.join();
-    }
-  } pool;
-  pool.threads.reserve(threads);
-  for (unsigned t = 1; t < threads && t < n; ++t) {
-    try {
-      pool.threads.emplace_back(worker);
-    } catch (const std::system_error&) {
-      break;
-    }
-  }
-  worker();
-  for (auto& t : pool.threads) t.join();
-  pool.threads.clear();
-  if (failed) std::rethrow_exception(failed);
-}
-
-SysfsScan scan(const std::string& root, std::vector<std::string>& warnings, unsigned threads, bool want_hcas,
-               bool want_gpus) {
+SysfsScan scan(const std::string& root, std::vector<std::string>& warnings, bool want_hcas, bool want_gpus) {
   SysfsScan out;
   const std::string real_devs = [&] {
     std::string r = real_path(Dir::at(root, kPathFlags));
     return r.empty() ? r : r + "/devices";
   }();
-  Ctx top{real_devs, warnings};
-
-  std::vector<std::string> names;
-  Dir cls = Dir::at(root + "/class/infiniband");
+  Ctx c{real_devs, warnings};
   if (want_hcas) {
-    auto l = cls.list();
-    if (l)
-      names = std::move(*l);
-    else if (l.error().sys_errno != ENOENT)
-      top.warn(l.error().message);  // else: no RDMA stack loaded, no HCAs
+    Dir cls = Dir::at(root + "/class/infiniband");
+    auto names = cls.list();
+    if (names) {
+      for (const auto& n : *names) out.hcas.push_back(read_hca(c, cls, n));
+    } else if (names.error().sys_errno != ENOENT) {
+      c.warn(names.error().message);  // else: no RDMA stack loaded, no HCAs
+    }
+    std::sort(out.hcas.begin(), out.hcas.end(),
+              [](const Hca& a, const Hca& b) { return natural_less(a.name, b.name); });
   }
-
-  // Items 0..n-1 are the HCAs in listing order, item n the PCI scan; each
-  // keeps its own warnings, appended below in item order, so neither the
-  // report nor the warnings depend on which thread read what.
-  const size_t n_hcas = names.size();
-  const size_t items = n_hcas + (want_gpus ? 1 : 0);
-  std::vector<Hca> hcas(n_hcas);
-  std::vector<std::vector<std::string>> item_warnings(items);
-  if (threads == 0) threads = default_threads();
-  run_items(items, threads, [&](size_t i) {
-    Ctx c{real_devs, item_warnings[i]};
-    if (i < n_hcas)
-      hcas[i] = read_hca(c, cls, names[i]);
-    else
-      out.gpus = scan_gpus(c, root);
-  });
-  for (auto& w : item_warnings)
-    for (auto& s : w) warnings.push_back(std::move(s));
-
-  std::sort(hcas.begin(), hcas.end(), [](const Hca& a, const Hca& b) { return natural_less(a.name, b.name); });
-  out.hcas = std::move(hcas);
+  if (want_gpus) out.gpus = scan_gpus(c, root);
   return out;
 }
 
 }  // namespace
 
-SysfsScan read_sysfs(const std::string& root, std::vector<std::string>& warnings, unsigned threads) {
-  return scan(root, warnings, threads, true, true);
+SysfsScan read_sysfs(const std::string& root, std::vector<std::string>& warnings) {
+  return scan(root, warnings, true, true);
 }
 
-std::vector<Hca> read_hcas(const std::string& root, std::vector<std::string>& warnings, unsigned threads) {
-  return scan(root, warnings, threads, true, false).hcas;
+std::vector<Hca> read_hcas(const std::string& root, std::vector<std::string>& warnings) {
+  return scan(root, warnings, true, false).hcas;
 }
 
 std::vector<GpuDevice> read_gpus(const std::string& root, std::vector<std::string>& warnings) {
-  return scan(root, warnings, 1, false, true).gpus;
+  return scan(root, warnings, false, true).gpus;
 }
 
 }  // namespace fa::probes

@@ -17,16 +17,11 @@ struct SysfsScan {
   std::vector<GpuDevice> gpus;  // PCI address order
 };
 
-// HCAs and GPUs in one pass. Nearly all of its time is the kernel's per-file
-// cost (openat + read + close of ~2400 attributes on an 8-GPU node), so the
-// HCAs and the PCI scan are read by `threads` threads (0: one per CPU this
-// process may run on, at most one per HCA plus one). Warnings are appended
-// in the same order and the result is the same whatever the thread count.
-SysfsScan read_sysfs(const std::string& sysfs_root, std::vector<std::string>& warnings,
-                     unsigned threads = 0);
+// HCAs and GPUs in one pass, on the calling thread; warnings in reading
+// order (HCAs in listing order, then the PCI scan).
+SysfsScan read_sysfs(const std::string& sysfs_root, std::vector<std::string>& warnings);
 
-std::vector<Hca> read_hcas(const std::string& sysfs_root, std::vector<std::string>& warnings,
-                           unsigned threads = 0);
+std::vector<Hca> read_hcas(const std::string& sysfs_root, std::vector<std::string>& warnings);
 std::vector<GpuDevice> read_gpus(const std::string& sysfs_root, std::vector<std::string>& warnings);
 
 }  // namespace fa::probes

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Installs everything fabric-agent needs to build, run and test, from Debian 12
-# packages. Idempotent: a second run installs nothing and takes about a second.
-#   scripts/deps.sh            build + unit/netns test dependencies
+# Installs what fabric-agent needs, from Debian 12 packages. Idempotent: a
+# second run installs nothing and takes about a second.
+#   scripts/deps.sh            build and run (`make run`): compilers, -dev libraries, what the daemon runs
+#   scripts/deps.sh --package  also what `make package` runs (dpkg-shlibdeps, rpmbuild)
+#   scripts/deps.sh --test     also the tools the unit, netns and packaging tests drive
 #   scripts/deps.sh --lab      also what tests/lab needs (qemu, kernel, perftest)
 #   scripts/deps.sh --bench    also what bench/ needs (wrk, node_exporter)
 set -euo pipefail
@@ -10,38 +12,46 @@ set -euo pipefail
 build_pkgs=(
   build-essential cmake ninja-build pkg-config git
   libboost-dev libboost-system-dev
-  libibverbs-dev librdmacm-dev libibumad-dev
+  libibverbs-dev libibumad-dev
   libnl-3-dev libnl-route-3-dev libnl-genl-3-dev
   libyaml-cpp-dev libspdlog-dev nlohmann-json3-dev libssl-dev libsystemd-dev
-  catch2
+  catch2               # the tests are configured with the build
+)
+# What the running daemon uses besides its libraries: the package's Recommends.
+run_pkgs=(
+  ibverbs-providers    # the verbs drivers (mlx5, rxe, ...), plugins libibverbs loads
+  wireguard-go         # the WireGuard backend where the kernel has no module
+)
+package_pkgs=(
+  dpkg-dev rpm binutils  # CPack's DEB (dpkg-shlibdeps) and RPM (rpmbuild) generators
 )
 test_pkgs=(
-  iproute2 iputils-ping procps curl wireguard-tools wireguard-go
+  iproute2 iputils-ping procps curl wireguard-tools
   python3              # tests/agent/e2e_netns.sh and the benches read JSON answers with it
   ibverbs-utils rdma-core
   prometheus systemd
   crun busybox-static  # tests/pods: crun runs busybox containers through the OCI hook
   podman               # tests/pods: the same CDI spec consumed by Podman (--device fabric-agent.io/rdma=all)
-  # tests/packaging: CPack's DEB (dpkg-shlibdeps) and RPM (rpmbuild)
-  # generators, lintian, and a Debian 12 root made with debootstrap.
-  dpkg-dev rpm rpm2cpio cpio lintian debootstrap zstd binutils
-)
-# bench/status compares against node_exporter with wrk; bench/mesh/lab-phases.sh
-# traces processes in the lab VM with perf.
-bench_pkgs=(
-  wrk prometheus-node-exporter linux-perf
+  # tests/packaging: lintian, rpm's queries and a Debian 12 root made with debootstrap.
+  "${package_pkgs[@]}" rpm2cpio cpio lintian debootstrap zstd
 )
 lab_pkgs=(
   qemu-system-x86 busybox-static perftest rdmacm-utils cpio kmod zstd xz-utils
   ibverbs-providers jq binutils
 )
+# bench/status compares against node_exporter with wrk.
+bench_pkgs=(
+  wrk prometheus-node-exporter
+)
 
-want=("${build_pkgs[@]}" "${test_pkgs[@]}")
+want=("${build_pkgs[@]}" "${run_pkgs[@]}")
 for a in "$@"; do
   case "$a" in
+    --package) want+=("${package_pkgs[@]}") ;;
+    --test) want+=("${test_pkgs[@]}") ;;
     --lab) want+=("${lab_pkgs[@]}") ;;
     --bench) want+=("${bench_pkgs[@]}") ;;
-    *) echo "deps.sh: unknown option '$a' (accepted: --lab, --bench)" >&2; exit 2 ;;
+    *) echo "deps.sh: unknown option '$a' (accepted: --package, --test, --lab, --bench)" >&2; exit 2 ;;
   esac
 done
 

@@ -1,8 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
-# Sourced by the bench/mesh scripts (run.sh, lab-phases.sh, lab-ab.sh) and
-# scripts/text-order.sh: the synthetic peer lists and the desired-state
-# documents made of them.
+# Sourced by bench/mesh/run.sh: the synthetic peer lists and the
+# desired-state documents made of them.
 
 # gen_peers N OUT: N peers, one per line "KEY ENDPOINT PREFIX": random 32-byte
 # public keys, endpoints in 192.0.0/16, one /32 each in 10.64/16.

@@ -16,6 +16,9 @@
 #include "agent/auth.hpp"
 #include "agent/core.hpp"
 #include "agent/state.hpp"
+#include "common/fs.hpp"
+#include "overlay/overlay.hpp"
+#include "probes/inspect.hpp"
 
 using namespace fa::agent;
 using nlohmann::json;
@@ -32,62 +35,86 @@ struct TempDir {
   ~TempDir() { fs::remove_all(path); }
 };
 
+const std::string K1 = "xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=";
+const std::string K2 = "HIgo9xNzJMWLKASShiTqIybxZ0U3wGLiUeJ1PKf8ykw=";
+const std::string K3 = "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo=";
+const std::string K4 = "3p7bfXt9wbTTW2HC7OQ1Nz+DQ8hbeGdNrfx+FG+IK08=";
+
+std::string peer_json(const std::string& key, const std::string& ip, const std::string& endpoint = "") {
+  return R"({"public_key":")" + key + R"(",)" + (endpoint.empty() ? "" : R"("endpoint":")" + endpoint + R"(",)") +
+         R"("allowed_ips":[")" + ip + R"("]})";
+}
+std::string mesh_json(const std::string& cluster, const std::vector<std::string>& peers) {
+  std::string out = R"({"cluster_id":")" + cluster + R"(","address":"10.42.0.1/24","peers":[)";
+  for (size_t i = 0; i < peers.size(); ++i) out += (i ? "," : "") + peers[i];
+  return out + "]}";
+}
+
 struct TestDiscovery : Discovery {
-  std::shared_ptr<json> doc = std::make_shared<json>(json{{"hcas", json::array()},
-                                                          {"fabric", {{"kind", "roce"}, {"id", "p1/10.20.0.0/16"}, {"address", "10.20.0.11"}}},
-                                                          {"gpus", {{"model", "H100"}, {"count", 8}}}});
-  fa::Result<json> discover() override { return *doc; }
+  std::shared_ptr<fa::probes::Report> report = [] {
+    auto r = std::make_shared<fa::probes::Report>();
+    r->fabric.kind = "roce";
+    r->fabric.id = "p1/10.20.0.0/16";
+    r->fabric.address = "10.20.0.11";
+    r->gpus.model = "H100";
+    return r;
+  }();
+  fa::Result<fa::probes::Report> discover() override { return *report; }
 };
 
-// Records calls; apply sleeps so that overlapping calls would be seen.
+// Keeps what it was asked to bring up as the "interface"; apply sleeps so
+// that overlapping calls would be seen.
 struct TestMesh : MeshOps {
   std::shared_ptr<std::atomic<int>> in_flight = std::make_shared<std::atomic<int>>(0);
   std::shared_ptr<std::atomic<int>> overlaps = std::make_shared<std::atomic<int>>(0);
   std::shared_ptr<std::atomic<int>> applies = std::make_shared<std::atomic<int>>(0);
-  std::shared_ptr<json> live = std::make_shared<json>(nullptr);
+  std::shared_ptr<std::atomic<int>> peer_applies = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<std::optional<fa::overlay::DesiredMesh>> live =
+      std::make_shared<std::optional<fa::overlay::DesiredMesh>>();
   std::shared_ptr<std::atomic<bool>> fail_apply = std::make_shared<std::atomic<bool>>(false);
-  // validate_text: off, as a module without that path (the document path);
-  // on, it reads any JSON object's text (and counts), nullopt otherwise.
-  std::shared_ptr<std::atomic<bool>> text_path = std::make_shared<std::atomic<bool>>(false);
-  std::shared_ptr<std::atomic<int>> text_reads = std::make_shared<std::atomic<int>>(0);
 
-  std::optional<MeshValidation> validate_text(std::string_view text, const std::string& key_file) override {
-    if (!*text_path) return std::nullopt;
-    json doc = json::parse(text, nullptr, false);
-    if (!doc.is_object()) return std::nullopt;
-    if (!doc.contains("private_key_file") || doc["private_key_file"].is_null())
-      doc["private_key_file"] = key_file;
-    ++*text_reads;
-    return validate(doc);
-  }
-  MeshValidation validate(const json& doc) override {
-    MeshValidation v;
-    if (!doc.contains("cluster_id") || !doc["cluster_id"].is_string())
-      v.errors.push_back({"cluster_id", "", "required: a string"});
-    if (doc.contains("peers") && !doc["peers"].is_array()) v.errors.push_back({"peers", doc["peers"].dump(), "expected a list"});
-    if (v.errors.empty()) v.canonical = doc;
-    return v;
-  }
-  fa::Result<json> apply(const json& m, uint64_t, const std::function<void()>& while_waiting) override {
-    // As the overlay does: the caller's work runs once the change is sent,
-    // and the backend may still refuse it afterwards.
-    if (while_waiting) while_waiting();
+  fa::Result<fa::overlay::ApplyResult> apply(const fa::overlay::DesiredMesh& m) override {
     if (*fail_apply) return fa::Error{"wireguard-go went away"};
     if (++*in_flight > 1) ++*overlaps;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     ++*applies;
-    *live = {{"interface", m.value("interface", "wg0")}, {"peers", m.value("peers", json::array())}};
+    fa::overlay::ApplyResult r;
+    r.interface = m.interface;
+    r.created = !live->has_value();
+    r.device_changed = !live->has_value() || (*live)->peers != m.peers;
+    *live = m;
     --*in_flight;
-    return *live;
+    return r;
   }
-  fa::Result<json> show(const std::string&, const std::optional<std::string>&) override {
-    if (live->is_null()) return fa::Error{"no such interface"};
-    return *live;
+  fa::Result<fa::overlay::ApplyResult> apply_peers(const fa::overlay::DesiredMesh& m,
+                                                   const fa::overlay::PeerChanges& c) override {
+    if (*fail_apply) return fa::Error{"wireguard-go went away"};
+    ++*peer_applies;
+    auto after = fa::overlay::with_changes(m, c);
+    if (!after.ok()) return fa::Error{after.errors.front().str()};
+    fa::overlay::ApplyResult r;
+    r.interface = m.interface;
+    r.peers_updated = static_cast<int>(c.peers.size());
+    r.peers_removed = static_cast<int>(c.remove.size());
+    *live = *after.value;
+    return r;
+  }
+  fa::Result<fa::overlay::Shown> show(const std::string& ifname, const std::optional<std::string>&) override {
+    if (!live->has_value()) return fa::Error{"no such interface"};
+    fa::overlay::Shown s;
+    s.interface = ifname;
+    for (const auto& p : (*live)->peers) {
+      fa::overlay::Peer peer;
+      peer.public_key = p.public_key;
+      peer.allowed_ips = p.allowed_ips;
+      s.device.peers.push_back(peer);
+    }
+    return s;
   }
   fa::Status down(const std::string&, const std::optional<std::string>&) override {
     if (++*in_flight > 1) ++*overlaps;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    *live = nullptr;
+    live->reset();
     --*in_flight;
     return {};
   }
@@ -101,9 +128,10 @@ struct Fixture {
   std::unique_ptr<Core> core;
   std::unique_ptr<Api> api;
 
-  explicit Fixture(bool with_mesh = true) {
+  explicit Fixture(bool with_mesh = true, std::function<void(fa::Config&)> tune = {}) {
     fa::Config cfg;
     cfg.state_dir = dir.path;
+    if (tune) tune(cfg);
     auto d = std::make_unique<TestDiscovery>();
     disc = d.get();
     std::unique_ptr<TestMesh> m;
@@ -141,6 +169,8 @@ struct Fixture {
   }
 };
 
+fa::overlay::ParseOptions opts() { return {}; }
+
 json error_of(const Response& r) {
   json d = json::parse(r.body());
   REQUIRE(d.contains("error"));
@@ -165,11 +195,14 @@ TEST_CASE("healthz needs no token, everything else does", "[api]") {
   }
 }
 
-TEST_CASE("auth: wrong token 403, wrong scheme or header 401, client cert accepted", "[api]") {
+TEST_CASE("auth: wrong token 401 invalid_token, wrong scheme or header 401, client cert accepted", "[api]") {
   Fixture f;
   auto r = f.req(http::verb::get, "/v1/status", "", false);
   r.set(http::field::authorization, "Bearer s3cre");
-  CHECK(f.respond(r).result_int() == 403);
+  Response wrong = f.respond(r);
+  CHECK(wrong.result_int() == 401);
+  CHECK(error_of(wrong)["code"] == "invalid_token");
+  CHECK(wrong[http::field::www_authenticate] == "Bearer realm=\"fabric-agent\", error=\"invalid_token\"");
   r.set(http::field::authorization, "Bearer s3cret ");  // trailing space tolerated, same token
   CHECK(f.respond(r).result_int() == 200);
   r.set(http::field::authorization, "bearer s3cret");  // scheme is case-insensitive
@@ -242,14 +275,23 @@ TEST_CASE("generation moves only when the status changes", "[api]") {
   f.core->refresh();
   CHECK(f.core->snapshot()->generation == 1);
   // Counters change constantly; they must not move the generation.
-  (*f.disc->doc)["hcas"] = json::array({{{"name", "mlx5_0"}, {"ports", json::array({{{"port", 1}, {"counters", {{"port_xmit_data", 5}}}}})}}});
+  fa::probes::Hca hca;
+  hca.name = "mlx5_0";
+  hca.ports.emplace_back();
+  hca.ports[0].port = 1;
+  hca.ports[0].state = "ACTIVE";
+  hca.ports[0].phys_state = "LinkUp";
+  hca.ports[0].link_layer = "Ethernet";
+  hca.ports[0].counters["port_xmit_data"] = 5;
+  f.disc->report->hcas = {hca};
   f.core->refresh();
   CHECK(f.core->snapshot()->generation == 2);
-  (*f.disc->doc)["hcas"][0]["ports"][0]["counters"]["port_xmit_data"] = 99;
+  f.disc->report->hcas[0].ports[0].counters["port_xmit_data"] = 99;
   f.core->refresh();
   CHECK(f.core->snapshot()->generation == 2);
-  CHECK(f.core->snapshot()->inspect["hcas"][0]["ports"][0]["counters"]["port_xmit_data"] == 99);  // /metrics sees it
-  (*f.disc->doc)["fabric"]["id"] = "p1/10.30.0.0/16";
+  // What /metrics reads has them.
+  CHECK(f.core->inspect_document()->dump().find("\"port_xmit_data\":99") != std::string::npos);
+  f.disc->report->fabric.id = "p1/10.30.0.0/16";
   int woken = 0;
   uint64_t id = f.core->subscribe([&] { ++woken; });
   f.core->refresh();
@@ -274,8 +316,8 @@ TEST_CASE("a body nested deeper than 64 levels is refused before anything reads 
   CHECK(error_of(r)["message"] == "the request body nests arrays and objects deeper than 64 levels");
   CHECK(*f.mesh->applies == 0);
   // Shallow enough, the same misplaced value is an ordinary 422.
-  Response shallow =
-      f.respond(f.req(http::verb::put, "/v1/mesh", R"({"cluster_id":"c-1","peers":{"a":[[[]]]}})"));
+  Response shallow = f.respond(
+      f.req(http::verb::put, "/v1/mesh", R"({"cluster_id":"c-1","address":"10.42.0.1/24","peers":{"a":[[[]]]}})"));
   CHECK(shallow.result_int() == 422);
   CHECK(error_of(shallow)["field"] == "peers");
 }
@@ -312,7 +354,7 @@ TEST_CASE("mesh: 415, 400, 422 with field, 200, idempotent, 409, delete", "[api]
   CHECK(r422.result_int() == 422);
   CHECK(error_of(r422)["code"] == "validation_failed");
   CHECK(error_of(r422)["field"] == "cluster_id");
-  CHECK(error_of(r422)["details"].size() == 2);
+  CHECK(error_of(r422)["details"].size() == 3);  // cluster_id, address, peers
   CHECK(f.respond(put("[1,2]")).result_int() == 422);
   CHECK(*f.mesh->applies == 0);  // nothing applied for an invalid document
 
@@ -327,30 +369,30 @@ TEST_CASE("mesh: 415, 400, 422 with field, 200, idempotent, 409, delete", "[api]
   CHECK(f.core->snapshot()->generation == g1);  // same document: same status
 
   // Persisted, with the agent's key file filled in.
-  auto st = load_state(f.dir.path);
+  auto st = load_state(f.dir.path, opts());
   REQUIRE(st.ok());
-  CHECK(st->state.mesh["cluster_id"] == "c-1");
-  CHECK(st->state.mesh["private_key_file"] == f.dir.path + "/wg.key");
+  REQUIRE(st->state.mesh);
+  CHECK(st->state.mesh->cluster_id == "c-1");
+  CHECK(st->state.mesh->private_key_file == f.dir.path + "/wg.key");
   struct stat sb {};
   REQUIRE(::stat((f.dir.path + "/state.json").c_str(), &sb) == 0);
   CHECK((sb.st_mode & 0777) == 0600);
 
   // A failed apply leaves the persisted state as it was (the new one is
-  // written while the apply runs, and written back when it fails).
+  // written before the apply, and written back when it fails).
   *f.mesh->fail_apply = true;
-  Response failed =
-      f.respond(put(R"({"cluster_id":"c-1","address":"10.42.0.1/24","peers":[{"public_key":"x"}]})"));
+  Response failed = f.respond(put(mesh_json("c-1", {peer_json(K1, "10.42.0.2/32")})));
   CHECK(failed.result_int() == 500);
   CHECK(error_of(failed)["code"] == "apply_failed");
   *f.mesh->fail_apply = false;
-  auto kept = load_state(f.dir.path);
+  auto kept = load_state(f.dir.path, opts());
   REQUIRE(kept.ok());
   CHECK(kept->state.mesh == st->state.mesh);
   // Nor is the status made for it while it ran published.
   CHECK(f.core->snapshot()->generation == g1);
   CHECK(json::parse(f.respond(f.req(http::verb::get, "/v1/status")).body())["mesh"]["peers"].empty());
 
-  Response conflict = f.respond(put(R"({"cluster_id":"c-2","peers":[]})"));
+  Response conflict = f.respond(put(mesh_json("c-2", {})));
   CHECK(conflict.result_int() == 409);
   CHECK(error_of(conflict)["field"] == "cluster_id");
 
@@ -358,16 +400,13 @@ TEST_CASE("mesh: 415, 400, 422 with field, 200, idempotent, 409, delete", "[api]
   CHECK(status["mesh"]["state"] == "up");
   CHECK(status["mesh"]["cluster_id"] == "c-1");
 
-  // The status published after an apply shows the mesh just applied (it is
-  // made while the apply runs, before the new mesh is the persisted one).
+  // The status published after an apply shows the mesh just applied.
   const std::string two =
-      R"({"cluster_id":"c-1","address":"10.42.0.1/24","peers":[)"
-      R"({"public_key":"p1","endpoint":"192.0.2.1:51820","allowed_ips":["10.42.0.2/32"]},)"
-      R"({"public_key":"p2","allowed_ips":["10.42.0.3/32"]}]})";
+      mesh_json("c-1", {peer_json(K1, "10.42.0.2/32", "192.0.2.1:51820"), peer_json(K2, "10.42.0.3/32")});
   REQUIRE(f.respond(put(two)).result_int() == 200);
   status = json::parse(f.respond(f.req(http::verb::get, "/v1/status")).body());
   REQUIRE(status["mesh"]["peers"].size() == 2);
-  CHECK(status["mesh"]["peers"][0]["public_key"] == "p1");
+  CHECK(status["mesh"]["peers"][0]["public_key"] == K1);
   CHECK(status["mesh"]["peers"][0]["endpoint"] == "192.0.2.1:51820");
   CHECK(status["mesh"]["peers"][1]["endpoint"].is_null());
   CHECK(f.core->snapshot()->generation > g1);
@@ -378,128 +417,7 @@ TEST_CASE("mesh: 415, 400, 422 with field, 200, idempotent, 409, delete", "[api]
   Response del2 = f.respond(f.req(http::verb::delete_, "/v1/mesh"));
   CHECK(del2.result_int() == 200);
   CHECK(json::parse(del2.body())["removed"] == false);
-  CHECK(f.respond(put(R"({"cluster_id":"c-2","peers":[]})")).result_int() == 200);
-}
-
-// PUT /v1/mesh reads a body of the usual shape without building a document
-// (MeshOps::validate_text); the overlay's own MeshOps must then come to the
-// same verdict as the document path: the same canonical document, with the
-// agent's key file where the body names none (absent or null) and the
-// configured MTU where it gives none, or the same errors in the same order.
-// Anything else (another shape, a syntax error, deep nesting) is left to
-// the document path, which says exactly what is wrong.
-TEST_CASE("mesh: the body's text and the document validate alike in the overlay", "[api]") {
-  fa::Config cfg;
-  cfg.overlay.backend = "userspace";  // reads nothing: no wireguard-go serves these names
-  cfg.overlay.mtu = 1380;
-  auto ops = make_mesh_ops(cfg);
-  const std::string key_file = "/var/lib/fabric-agent/wg.key";
-  const std::string k1 = "xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=";
-  const std::string k2 = "HIgo9xNzJMWLKASShiTqIybxZ0U3wGLiUeJ1PKf8ykw=";
-  const std::string p1 =
-      R"({"public_key":")" + k1 + R"(","endpoint":"192.0.2.1:51820","allowed_ips":["10.42.0.2/32"]})";
-  const std::string p2 =
-      R"({"public_key":")" + k2 + R"(","allowed_ips":["10.42.0.3/32"],"persistent_keepalive":25})";
-  struct Case {
-    std::string name, text;
-    bool valid;
-  };
-  const std::vector<Case> usual = {
-      {"address before peers",
-       R"({"cluster_id":"c-1","interface":"fatv0","address":"10.42.0.1/24","peers":[)" + p1 + "," + p2 + "]}",
-       true},
-      {"peers before address",
-       R"({"peers":[)" + p1 + "," + p2 + R"(],"address":"10.42.0.1/24","cluster_id":"c-1"})", true},
-      {"key file null, MTU and port given",
-       R"({"cluster_id":"c-1","address":"10.42.0.1/24","private_key_file":null,"mtu":1500,"listen_port":51999,"peers":[)" +
-           p1 + "]}",
-       true},
-      {"own key file",
-       R"({"cluster_id":"c-1","address":"10.42.0.1/24","private_key_file":"/etc/wg/k","peers":[]})", true},
-      {"no cluster_id, bad endpoint",
-       R"({"address":"10.42.0.1/24","peers":[)" + p1 + R"(,{"public_key":")" + k2 +
-           R"(","endpoint":"192.0.2.300:1","allowed_ips":["10.42.0.3/32"]}]})",
-       false},
-      {"duplicate key, keepalive out of range, address outside",
-       R"({"cluster_id":"c-1","address":"10.43.0.1/24","peers":[)" + p1 + R"(,{"public_key":")" + k1 +
-           R"(","allowed_ips":["10.42.0.9/32"],"persistent_keepalive":70000}]})",
-       false},
-      {"bad interface name",
-       R"({"cluster_id":"c-1","interface":"has space","address":"10.42.0.1/24","peers":[]})", false},
-  };
-  for (const auto& c : usual) {
-    INFO(c.name);
-    auto by_text = ops->validate_text(c.text, key_file);
-    REQUIRE(by_text);
-    json doc = json::parse(c.text);
-    if (!doc.contains("private_key_file") || doc["private_key_file"].is_null())
-      doc["private_key_file"] = key_file;
-    MeshValidation by_doc = ops->validate(doc);
-    REQUIRE(by_text->canonical.has_value() == c.valid);
-    REQUIRE(by_doc.canonical.has_value() == c.valid);
-    if (c.valid) {
-      CHECK(*by_text->canonical == *by_doc.canonical);
-      CHECK(by_text->token != 0);
-      CHECK(by_text->errors.empty());
-    }
-    REQUIRE(by_text->errors.size() == by_doc.errors.size());
-    for (size_t i = 0; i < by_doc.errors.size(); ++i) {
-      CHECK(by_text->errors[i].field == by_doc.errors[i].field);
-      CHECK(by_text->errors[i].value == by_doc.errors[i].value);
-      CHECK(by_text->errors[i].message == by_doc.errors[i].message);
-    }
-  }
-  // What the text path filled in.
-  auto first = ops->validate_text(usual[0].text, key_file);
-  REQUIRE(first);
-  REQUIRE(first->canonical);
-  CHECK((*first->canonical)["private_key_file"] == key_file);
-  CHECK((*first->canonical)["mtu"] == 1380);
-  CHECK((*first->canonical)["peers"].size() == 2);
-  auto own = ops->validate_text(usual[3].text, key_file);
-  REQUIRE(own);
-  REQUIRE(own->canonical);
-  CHECK((*own->canonical)["private_key_file"] == "/etc/wg/k");
-  auto null_key = ops->validate_text(usual[2].text, key_file);
-  REQUIRE(null_key);
-  REQUIRE(null_key->canonical);
-  CHECK((*null_key->canonical)["private_key_file"] == key_file);
-  CHECK((*null_key->canonical)["mtu"] == 1500);
-
-  std::string deep = R"({"cluster_id":"c-1","peers":{"a":)";
-  for (int i = 0; i < 1000; ++i) deep += "[";
-  for (int i = 0; i < 1000; ++i) deep += "]";
-  deep += "}}";
-  for (const std::string& other :
-       {std::string("[1,2]"), std::string(R"({"cluster_id": )"), std::string(R"({"cluster_id": x})"),
-        std::string(R"({"cluster_id":"c-1","listen_port":5e820})"),
-        std::string(R"({"cluster_id":"c-1","peers":3})"), std::string("cluster_id: c-1\n"), deep}) {
-    INFO(other.substr(0, 60));
-    CHECK_FALSE(ops->validate_text(other, key_file).has_value());
-  }
-}
-
-TEST_CASE("mesh: a body the module reads as text is applied as is, any other falls back to the document",
-          "[api]") {
-  Fixture f;
-  *f.mesh->text_path = true;
-  auto put = [&](const std::string& body) { return f.respond(f.req(http::verb::put, "/v1/mesh", body)); };
-  Response ok = put(R"({"cluster_id":"c-1","address":"10.42.0.1/24","private_key_file":null,"peers":[]})");
-  CHECK(ok.result_int() == 200);
-  CHECK(*f.mesh->text_reads == 1);
-  CHECK(*f.mesh->applies == 1);
-  auto st = load_state(f.dir.path);
-  REQUIRE(st.ok());
-  CHECK(st->state.mesh["private_key_file"] == f.dir.path + "/wg.key");
-  // The module declines: the document path answers, as without the module's text path.
-  Response bad = put("{\"cluster_id\": ");
-  CHECK(bad.result_int() == 400);
-  CHECK(error_of(bad)["message"] ==
-        "the request body is not valid JSON (it ends after 15 bytes, in the middle of a value)");
-  CHECK(put("[1,2]").result_int() == 422);
-  CHECK(error_of(put(R"({"cluster_id":"c-2","peers":[]})"))["field"] == "cluster_id");  // 409
-  CHECK(*f.mesh->text_reads == 2);
-  CHECK(*f.mesh->applies == 1);
+  CHECK(f.respond(put(mesh_json("c-2", {}))).result_int() == 200);
 }
 
 TEST_CASE("mesh: a null private_key_file is the agent's key, as an absent one", "[api]") {
@@ -508,14 +426,106 @@ TEST_CASE("mesh: a null private_key_file is the agent's key, as an absent one", 
       f.respond(f.req(http::verb::put, "/v1/mesh",
                       R"({"cluster_id":"c-1","address":"10.42.0.1/24","private_key_file":null,"peers":[]})"));
   CHECK(ok.result_int() == 200);
-  auto st = load_state(f.dir.path);
+  auto st = load_state(f.dir.path, opts());
   REQUIRE(st.ok());
-  CHECK(st->state.mesh["private_key_file"] == f.dir.path + "/wg.key");
+  REQUIRE(st->state.mesh);
+  CHECK(st->state.mesh->private_key_file == f.dir.path + "/wg.key");
 }
 
-// The status text is assembled from parts (the mesh block's peers written
-// as text); it must be exactly what one document of it would serialise to,
-// whatever state the mesh is in.
+TEST_CASE("mesh: PATCH changes some peers of the running mesh and persists the result", "[api]") {
+  Fixture f;
+  auto patch = [&](const std::string& body) { return f.respond(f.req(http::verb::patch, "/v1/mesh", body)); };
+  Response none = patch(R"({"cluster_id":"c-1","peers":[]})");
+  CHECK(none.result_int() == 409);
+  CHECK(error_of(none)["message"] == "this node has no mesh: PUT /v1/mesh first");
+
+  REQUIRE(f.respond(f.req(http::verb::put, "/v1/mesh",
+                          mesh_json("c-1", {peer_json(K1, "10.42.0.2/32"), peer_json(K2, "10.42.0.3/32")})))
+              .result_int() == 200);
+  const uint64_t g = f.core->snapshot()->generation;
+  CHECK(error_of(patch(R"({"cluster_id":"c-2","peers":[]})"))["field"] == "cluster_id");
+
+  // One peer moves, one joins, one goes.
+  Response ok = patch(R"({"cluster_id":"c-1","peers":[)" + peer_json(K1, "10.42.0.2/32", "192.0.2.9:51820") + "," +
+                      peer_json(K3, "10.42.0.4/32") + R"(],"remove":[")" + K2 + R"("]})");
+  INFO(ok.body());
+  REQUIRE(ok.result_int() == 200);
+  CHECK(*f.mesh->peer_applies == 1);
+  CHECK(json::parse(ok.body())["cluster_id"] == "c-1");
+  CHECK(f.core->snapshot()->generation == g + 1);
+  auto st = load_state(f.dir.path, opts());
+  REQUIRE(st.ok());
+  REQUIRE(st->state.mesh);
+  REQUIRE(st->state.mesh->peers.size() == 2);
+  CHECK(fa::overlay::key_to_base64(st->state.mesh->peers[0].public_key) == K1);  // in its place
+  CHECK(st->state.mesh->peers[0].endpoint->str() == "192.0.2.9:51820");
+  CHECK(fa::overlay::key_to_base64(st->state.mesh->peers[1].public_key) == K3);
+  json status = json::parse(f.respond(f.req(http::verb::get, "/v1/status")).body());
+  CHECK(status["mesh"]["peers"].size() == 2);
+
+  // An allowed IP another peer holds: 422 naming both, nothing sent or persisted.
+  Response dup = patch(R"({"cluster_id":"c-1","peers":[)" + peer_json(K4, "10.42.0.4/32") + "]}");
+  CHECK(dup.result_int() == 422);
+  CHECK(error_of(dup)["field"] == "peers[0].allowed_ips[0]");
+  CHECK(error_of(dup)["message"] == "peers[0].allowed_ips[0]: `10.42.0.4/32': duplicate: already routed to the "
+                                    "mesh's peer " + K3 + "; one node per address");
+  Response both = patch(R"({"cluster_id":"c-1","peers":[)" + peer_json(K4, "10.42.0.5/32") + R"(],"remove":[")" +
+                        K4 + R"("]})");
+  CHECK(error_of(both)["field"] == "remove[0]");
+  CHECK(*f.mesh->peer_applies == 1);
+  CHECK(load_state(f.dir.path, opts())->state == st->state);
+
+  // A failed send leaves the persisted state and the status as they were.
+  *f.mesh->fail_apply = true;
+  Response failed = patch(R"({"cluster_id":"c-1","remove":[")" + K1 + R"("]})");
+  CHECK(failed.result_int() == 500);
+  *f.mesh->fail_apply = false;
+  CHECK(load_state(f.dir.path, opts())->state == st->state);
+  CHECK(f.core->snapshot()->generation == g + 1);
+}
+
+TEST_CASE("mesh: the API opens no path but a namespace and a key file where they belong", "[api]") {
+  Fixture f;
+  auto put = [&](const std::string& extra) {
+    return f.respond(f.req(http::verb::put, "/v1/mesh",
+                           R"({"cluster_id":"c-1","address":"10.42.0.1/24",)" + extra + R"(,"peers":[]})"));
+  };
+  const struct {
+    std::string extra, field;
+  } refused[] = {
+      {R"("netns":"/dev/watchdog")", "netns"},
+      {R"("netns":"/tmp/fifo")", "netns"},
+      {R"("netns":"/run/netns/../../dev/watchdog")", "netns"},
+      {R"("netns":"/proc/1/ns/mnt")", "netns"},
+      {R"("private_key_file":"/etc/shadow")", "private_key_file"},
+      {R"("private_key_file":"/dev/watchdog")", "private_key_file"},
+      {R"("private_key_file":")" + f.dir.path + R"(/../x")", "private_key_file"},
+  };
+  for (const auto& r : refused) {
+    INFO(r.extra);
+    Response res = put(r.extra);
+    CHECK(res.result_int() == 422);
+    CHECK(error_of(res)["field"] == r.field);
+  }
+  CHECK(*f.mesh->applies == 0);
+  CHECK_FALSE(fs::exists(f.dir.path + "/state.json"));
+  CHECK(put(R"("netns":"/proc/12/ns/net")").result_int() == 200);
+  CHECK(f.mesh->live->value().netns == "/proc/12/ns/net");
+}
+
+TEST_CASE("mesh: a document without interface or port takes the configured ones", "[api]") {
+  Fixture f(true, [](fa::Config& c) {
+    c.overlay.interface = "fab0";
+    c.overlay.listen_port = 51999;
+  });
+  REQUIRE(f.respond(f.req(http::verb::put, "/v1/mesh", mesh_json("c-1", {}))).result_int() == 200);
+  REQUIRE(f.mesh->live->has_value());
+  CHECK(f.mesh->live->value().interface == "fab0");
+  CHECK(f.mesh->live->value().listen_port == 51999);
+}
+
+// The status text is assembled from parts; it must be exactly what one
+// document of it would serialise to, whatever state the mesh is in.
 TEST_CASE("status: the text is the serialisation of its own document", "[api]") {
   Fixture f;
   auto status_text = [&] {
@@ -540,32 +550,34 @@ TEST_CASE("status: the text is the serialisation of its own document", "[api]") 
 
   const std::string three =
       R"({"cluster_id":"c-1","address":"10.42.0.1/24","peers":[)"
-      R"({"public_key":"p1","endpoint":"192.0.2.1:51820","allowed_ips":["10.42.0.2/32","10.42.1.0/24"]},)"
-      R"({"public_key":"p2","allowed_ips":["10.42.0.3/32"],"persistent_keepalive":25},)"
-      R"({"public_key":"p\"3","endpoint":"[2001:db8::1]:51820","allowed_ips":[]}]})";
+      R"({"public_key":")" + K1 + R"(","endpoint":"192.0.2.1:51820","allowed_ips":["10.42.0.2/32","10.42.0.64/26"]},)"
+      R"({"public_key":")" + K2 + R"(","allowed_ips":["10.42.0.3/32"],"persistent_keepalive":25},)"
+      R"({"public_key":")" + K3 + R"(","endpoint":"[2001:db8::1]:51820","allowed_ips":[]}]})";
   REQUIRE(f.respond(f.req(http::verb::put, "/v1/mesh", three)).result_int() == 200);
   json up = same(status_text());
   CHECK(up["mesh"]["state"] == "up");
   REQUIRE(up["mesh"]["peers"].size() == 3);
-  CHECK(up["mesh"]["peers"][0] == json{{"public_key", "p1"},
+  CHECK(up["mesh"]["peers"][0] == json{{"public_key", K1},
                                        {"endpoint", "192.0.2.1:51820"},
-                                       {"allowed_ips", {"10.42.0.2/32", "10.42.1.0/24"}}});
+                                       {"allowed_ips", {"10.42.0.2/32", "10.42.0.64/26"}}});
   CHECK(up["mesh"]["peers"][1] ==
-        json{{"public_key", "p2"}, {"endpoint", nullptr}, {"allowed_ips", {"10.42.0.3/32"}}});
-  CHECK(up["mesh"]["peers"][2]["public_key"] == "p\"3");
+        json{{"public_key", K2}, {"endpoint", nullptr}, {"allowed_ips", {"10.42.0.3/32"}}});
+  CHECK(up["mesh"]["peers"][2]["endpoint"] == "[2001:db8::1]:51820");
   CHECK(up["mesh"]["cluster_id"] == "c-1");
 
-  // The interface gone: the mesh block says so, with the error.
-  *f.mesh->live = nullptr;
+  // The interface gone: a refresh brings it back; when it cannot, the mesh
+  // block says so, with the error.
+  f.mesh->live->reset();
   f.core->refresh();
   json absent = same(status_text());
-  CHECK(absent["mesh"]["state"] == "up");  // refresh re-applied the persisted mesh
+  CHECK(absent["mesh"]["state"] == "up");
+  CHECK(f.mesh->live->has_value());
   *f.mesh->fail_apply = true;
-  *f.mesh->live = nullptr;
+  f.mesh->live->reset();
   f.core->refresh();
   absent = same(status_text());
   CHECK(absent["mesh"]["state"] == "absent");
-  CHECK(absent["mesh"]["error"] == "no such interface");
+  CHECK(absent["mesh"]["error"] == "wireguard-go went away");
   CHECK(absent["mesh"]["peers"].size() == 3);
   *f.mesh->fail_apply = false;
 
@@ -586,7 +598,7 @@ TEST_CASE("mesh operations never interleave", "[api]") {
     ts.emplace_back([&, i] {
       for (int k = 0; k < 5; ++k) {
         Outcome o = (i % 2 == 0)
-                        ? f.run(f.req(http::verb::put, "/v1/mesh", R"({"cluster_id":"c-1","peers":[]})"))
+                        ? f.run(f.req(http::verb::put, "/v1/mesh", mesh_json("c-1", {})))
                         : f.run(f.req(http::verb::delete_, "/v1/mesh"));
         if (auto* r = std::get_if<Response>(&o); r && r->result_int() == 200) ++ok;
       }
@@ -594,6 +606,35 @@ TEST_CASE("mesh operations never interleave", "[api]") {
   for (auto& t : ts) t.join();
   CHECK(ok == 40);
   CHECK(*f.mesh->overlaps == 0);
+}
+
+TEST_CASE("bytes that are not UTF-8 in a path, a query or a Content-Type are echoed replaced, not fatal", "[api]") {
+  // Each of these threw from dump() on the I/O thread and ended the daemon.
+  Fixture f;
+  Response path = f.respond(f.req(http::verb::get, "/v1/st\xffus"));
+  CHECK(path.result_int() == 404);
+  CHECK(json::parse(path.body())["error"]["message"] == "no such endpoint: /v1/st\xef\xbf\xbdus");
+  CHECK(f.respond(f.req(http::verb::get, "/v1/status?\xfe=1")).result_int() == 400);
+  CHECK(f.respond(f.req(http::verb::get, "/v1/status?wait=\xfe")).result_int() == 400);
+  auto ct = f.req(http::verb::put, "/v1/mesh", "{}");
+  ct.set(http::field::content_type, "application/\xc3");
+  CHECK(f.respond(ct).result_int() == 415);
+  // A field's value in a 422 too.
+  Response value = f.respond(f.req(http::verb::put, "/v1/mesh", "{\"cluster_id\":[\"\\udcff\"],\"x\":1}"));
+  CHECK(value.result_int() >= 400);
+}
+
+TEST_CASE("media types are case-insensitive and take parameters", "[api]") {
+  Fixture f;
+  for (const char* type : {"APPLICATION/JSON", "Application/Json; charset=utf-8", " application/json ;charset=UTF-8"}) {
+    INFO(type);
+    auto r = f.req(http::verb::put, "/v1/mesh", mesh_json("c-1", {}));
+    r.set(http::field::content_type, type);
+    CHECK(f.respond(r).result_int() == 200);
+  }
+  auto r = f.req(http::verb::put, "/v1/mesh", mesh_json("c-1", {}));
+  r.set(http::field::content_type, "application/jsonx");
+  CHECK(f.respond(r).result_int() == 415);
 }
 
 TEST_CASE("other errors: 404, 405 with Allow, 503 without a module", "[api]") {
@@ -605,7 +646,9 @@ TEST_CASE("other errors: 404, 405 with Allow, 503 without a module", "[api]") {
   CHECK(r405.result_int() == 405);
   CHECK(r405[http::field::allow] == "GET");
   CHECK(f.respond(f.req(http::verb::delete_, "/healthz")).result_int() == 405);
-  CHECK(f.respond(f.req(http::verb::patch, "/v1/mesh")).result_int() == 405);
+  Response mesh405 = f.respond(f.req(http::verb::post, "/v1/mesh"));
+  CHECK(mesh405.result_int() == 405);
+  CHECK(mesh405[http::field::allow] == "GET, PUT, PATCH, DELETE");
   CHECK(f.respond(f.req(http::verb::get, "/v1/probes/rdma/run")).result_int() == 405);
 
   Fixture bare(false);
@@ -625,27 +668,126 @@ TEST_CASE("pods and metrics answer", "[api]") {
   CHECK(m.body().find("fabric_agent_build_info{version=\"" FA_VERSION "\"} 1\n") != std::string::npos);
 }
 
-TEST_CASE("state: round trip, corrupt file moved aside", "[state]") {
+TEST_CASE("state: round trip, a corrupt or mistyped file is moved aside", "[state]") {
   TempDir d;
   PersistedState s;
-  s.mesh = {{"cluster_id", "c-9"}};
+  auto m = fa::overlay::parse_desired(json::parse(mesh_json("c-9", {peer_json(K1, "10.42.0.2/32")})));
+  REQUIRE(m.ok());
+  s.mesh = *m.value;
   REQUIRE(save_state(d.path, s).ok());
-  auto back = load_state(d.path);
+  auto back = load_state(d.path, opts());
   REQUIRE(back.ok());
   CHECK(back->state == s);
   CHECK(back->moved_aside.empty());
 
   std::ofstream(d.path + "/state.json") << "{\"version\": 1, \"mesh\": [tru";
-  auto bad = load_state(d.path);
+  auto bad = load_state(d.path, opts());
   REQUIRE(bad.ok());
-  CHECK(bad->state.mesh.is_null());
+  CHECK_FALSE(bad->state.mesh);
   CHECK(bad->problem == "not valid JSON");
   CHECK(bad->moved_aside.rfind(d.path + "/state.json.corrupt-", 0) == 0);
   CHECK(fs::exists(bad->moved_aside));
   CHECK_FALSE(fs::exists(d.path + "/state.json"));
 
-  CHECK(parse_state("{\"version\":2}").error().message == "version is not 1");
-  CHECK(parse_state("{\"version\":1,\"pods\":{}}").error().message == "pods is not a list");
+  // Valid JSON of the wrong types is as unusable as broken JSON.
+  std::ofstream(d.path + "/state.json") << R"({"version": 1, "mesh": {"cluster_id": 5, "address": "10.42.0.1/24"}})";
+  auto typed = load_state(d.path, opts());
+  REQUIRE(typed.ok());
+  CHECK_FALSE(typed->state.mesh);
+  CHECK(typed->problem == "mesh: cluster_id: `5': expected a string");
+  CHECK_FALSE(typed->moved_aside.empty());
+
+  // A write cut short by a crash left its temporary: removed at load.
+  std::ofstream(d.path + "/state.json.tmp.a1B2c3") << "{";
+  REQUIRE(load_state(d.path, opts()).ok());
+  CHECK_FALSE(fs::exists(d.path + "/state.json.tmp.a1B2c3"));
+
+  CHECK(parse_state("{\"version\":2}", opts()).error().message == "version is not 1");
+  CHECK(parse_state("{\"version\":1,\"mesh\":[]}", opts()).error().message ==
+        "mesh: the mesh document must be a mapping/object");
+}
+
+TEST_CASE("state: peer changes are journalled, replayed, folded into the snapshot, never replayed twice",
+          "[state]") {
+  TempDir d;
+  auto mesh = fa::overlay::parse_desired(json::parse(mesh_json("c-9", {peer_json(K1, "10.42.0.2/32")})));
+  REQUIRE(mesh.ok());
+  auto change = [](const std::string& body) {
+    auto c = fa::overlay::parse_peer_changes(json::parse(body));
+    REQUIRE(c.ok());
+    return *c.value;
+  };
+  StateStore st(d.path, opts());
+  REQUIRE(st.load().ok());
+  REQUIRE(st.save(PersistedState{*mesh.value}).ok());
+  fa::overlay::DesiredMesh m = *mesh.value;
+  auto step = [&](const std::string& body) {
+    auto c = change(body);
+    auto after = fa::overlay::with_changes(m, c);
+    REQUIRE(after.ok());
+    REQUIRE(st.append(c, *after.value).ok());
+    m = *after.value;
+  };
+  const std::string snapshot = fa::read_text_file(d.path + "/state.json").value();
+  step(R"({"cluster_id":"c-9","peers":[)" + peer_json(K2, "10.42.0.3/32") + "]}");
+  step(R"({"cluster_id":"c-9","peers":[)" + peer_json(K1, "10.42.0.2/32", "192.0.2.7:51820") + "]}");
+  step(R"({"cluster_id":"c-9","remove":[")" + K2 + R"("]})");
+  CHECK(fa::read_text_file(d.path + "/state.json").value() == snapshot);  // appended, not rewritten
+  auto back = load_state(d.path, opts());
+  REQUIRE(back.ok());
+  REQUIRE(back->state.mesh);
+  CHECK(*back->state.mesh == m);
+
+  // A last line cut by a crash is dropped, and the next change goes after
+  // the last whole one.
+  std::ofstream(d.path + "/state.journal", std::ios::app) << R"({"cluster_id":"c-9","peers":[{"public_k)";
+  StateStore again(d.path, opts());
+  auto cut = again.load();
+  REQUIRE(cut.ok());
+  CHECK(cut->moved_aside.empty());
+  CHECK(*cut->state.mesh == m);
+  st = std::move(again);
+  step(R"({"cluster_id":"c-9","peers":[)" + peer_json(K3, "10.42.0.4/32") + "]}");
+  back = load_state(d.path, opts());
+  REQUIRE(back.ok());
+  CHECK(back->moved_aside.empty());
+  CHECK(*back->state.mesh == m);
+
+  // Folded into a new snapshot once it outgrows it: then no longer replayed.
+  for (int i = 0; i < 400; ++i)
+    step(R"({"cluster_id":"c-9","peers":[)" +
+         peer_json(K4, "10.42.0.5/32", "192.0.2." + std::to_string(i % 200 + 1) + ":51820") + "]}");
+  CHECK(fa::read_text_file(d.path + "/state.json").value() != snapshot);
+  CHECK(fs::file_size(d.path + "/state.journal") < 70 * 1024);
+  back = load_state(d.path, opts());
+  REQUIRE(back.ok());
+  CHECK(*back->state.mesh == m);
+
+  // A journal left from an older snapshot (a crash between the new
+  // state.json and the journal's removal) is ignored and removed.
+  const std::string journal = fa::read_text_file(d.path + "/state.journal").value_or("");
+  REQUIRE(st.save(PersistedState{m}).ok());
+  std::ofstream(d.path + "/state.journal") << journal << "\n";
+  back = load_state(d.path, opts());
+  REQUIRE(back.ok());
+  CHECK(*back->state.mesh == m);
+  CHECK_FALSE(fs::exists(d.path + "/state.journal"));
+
+  // A damaged line in the middle: the state is unusable, both files go aside.
+  REQUIRE(StateStore(d.path, opts()).load().ok());
+  StateStore last(d.path, opts());
+  REQUIRE(last.load().ok());
+  st = std::move(last);
+  step(R"({"cluster_id":"c-9","remove":[")" + K4 + R"("]})");
+  step(R"({"cluster_id":"c-9","remove":[")" + K3 + R"("]})");
+  std::string text = fa::read_text_file(d.path + "/state.journal").value();
+  text[text.find("remove") + 2] = '#';
+  std::ofstream(d.path + "/state.journal") << text << "\n";
+  auto bad = load_state(d.path, opts());
+  REQUIRE(bad.ok());
+  CHECK_FALSE(bad->state.mesh);
+  CHECK_FALSE(bad->moved_aside.empty());
+  CHECK_FALSE(fs::exists(d.path + "/state.journal"));
 }
 
 TEST_CASE("token: created 0600, group-readable refused, constant-time compare by value", "[auth]") {

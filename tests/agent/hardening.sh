@@ -2,9 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Our own objects are built with the compiler hardening of Debian's package
 # flags and more (top-level CMakeLists.txt): -fstack-protector-strong,
-# -fstack-clash-protection, -D_FORTIFY_SOURCE=2. The linked binary cannot
-# show it (libnl, yaml-cpp and libstdc++ bring __stack_chk_fail and __*_chk
-# whatever our flags are), so this looks at the archives of our objects:
+# -fstack-clash-protection, -D_FORTIFY_SOURCE=2. A linked binary shows only
+# that some object has them, so this looks at the archives of our objects:
 # - every compile unit's DW_AT_producer (the options GCC records with -g)
 #   names both stack options; without debug information, every archive must
 #   at least reference __stack_chk_fail;

@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # fabric-agent is linked with packed relative relocations (-z
 # pack-relative-relocs, top-level CMakeLists.txt): ld.so applies them from a
-# bitmap (DT_RELR) instead of walking one 24-byte RELA entry per pointer
-# (~5,400 of them) at every start. Fails if the RELATIVE entries are back in
-# .rela.dyn, or if this machine's ld.so cannot start the binary.
+# bitmap (DT_RELR) instead of one 24-byte RELA entry per pointer. Fails if
+# the RELATIVE entries are back in .rela.dyn, or if this machine's ld.so
+# cannot start the binary.
 #   packed_relocs.sh FABRIC_AGENT_BINARY
 set -euo pipefail
 bin=$1

@@ -37,13 +37,8 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string abs_binary() { return fs::absolute(fa::test::agent_binary()).string(); }
-// The whole agent the front runs (docs/packaging.md, "Two executables"):
-// the daemon is that binary, so the hook its CDI spec names is that one.
-std::string whole_binary() {
-  return fs::canonical(fs::absolute(fa::test::agent_binary()).parent_path().parent_path() /
-                       "libexec/fabric-agent/fabric-agent")
-      .string();
-}
+// The hook the daemon's CDI spec names: its own executable (/proc/self/exe).
+std::string self_binary() { return fs::canonical(fs::absolute(fa::test::agent_binary())).string(); }
 
 void mknod_c(const std::string& p, unsigned ma, unsigned mi) {
   REQUIRE(::mknod(p.c_str(), S_IFCHR | 0666, makedev(ma, mi)) == 0);
@@ -114,7 +109,7 @@ TEST_CASE("daemon: CDI spec at start, oci-hook registers a pod, /v1/pods and /v1
   CHECK(spec["kind"] == "fabric-agent.io/rdma");
   bool hook_is_us = false;
   for (const auto& h : spec["containerEdits"]["hooks"])
-    if (h["path"] == whole_binary() && h["args"].dump().find(dir.path + "/pods.sock") != std::string::npos)
+    if (h["path"] == self_binary() && h["args"].dump().find(dir.path + "/pods.sock") != std::string::npos)
       hook_is_us = true;
   CHECK(hook_is_us);
   CHECK(get("/v1/pods")["pods"].empty());
@@ -249,7 +244,7 @@ TEST_CASE("daemon: kill -9 and restart while a pod holds wg0 adopts it there, a 
     REQUIRE(p.ok());
     fa::overlay::ApplyOptions o;
     o.backend = fa::overlay::Backend::Userspace;
-    auto r = fa::overlay::apply(*p.mesh, o);
+    auto r = fa::overlay::apply(*p.value, o);
     INFO((r.ok() ? std::string() : r.error().message));
     REQUIRE(r.ok());
   }

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// overlay::apply() called in-process, in a network namespace of the test's
-// own (unshare), against wireguard-go: what ApplyOptions::while_waiting
-// promises its caller (the daemon makes its status text there).
+// overlay::apply() and apply_peers() called in-process, in a network
+// namespace of the test's own (unshare), against wireguard-go.
 #include <sched.h>
+#include <stdlib.h>
 
 #include <catch2/catch.hpp>
 
@@ -61,47 +61,84 @@ DesiredMesh mesh_of(const std::string& ifname, size_t peers) {
 
 }  // namespace
 
-TEST_CASE("apply: while_waiting runs once per apply, after validation, also when nothing changes",
+std::string wg(const std::string& what) { return run("wg show " + what).out; }
+
+TEST_CASE("apply_peers: sends only the changed peers without reading the device, and brings a lost interface back whole",
           "[netns]") {
   OwnNetns ns;
   ApplyOptions opt;
   opt.backend = Backend::Userspace;
-  opt.report = false;
-  int calls = 0;
-  std::set<std::string> seen;  // the device's peers when the work ran
-  opt.while_waiting = [&] {
-    ++calls;
-    seen = lines(run("wg show " + ns.ifname + " peers 2>/dev/null").out);
-  };
+  // The node's key in a file of mode 0600, as the daemon keeps it.
+  char dir[] = "/tmp/fa-apply-peers-XXXXXX";
+  REQUIRE(mkdtemp(dir));
+  const std::string key_file = std::string(dir) + "/wg.key";
+  auto priv = generate_private_key();
+  REQUIRE(priv.ok());
+  REQUIRE(run("umask 077; echo " + key_to_base64(*priv) + " > " + key_file).rc == 0);
+  const Key own = *public_key_of(*priv);
 
   DesiredMesh m = mesh_of(ns.ifname, 3);
+  m.private_key_file = key_file;
   auto r = apply(m, opt);
   REQUIRE(r.ok());
-  CHECK(calls == 1);
-  CHECK((*r)["changes"]["peers_added"] == 3);
+  CHECK(r->peers_added == 3);
+  CHECK(r->public_key == own);
 
-  // Nothing to send: the work still runs, once; the device is as applied.
-  auto again = apply(m, opt);
+  PeerChanges c;
+  c.cluster_id = m.cluster_id;
+  DesiredPeer moved = m.peers[0];
+  moved.endpoint = *Endpoint::parse("192.0.2.99:4000");
+  DesiredPeer fresh = mesh_of(ns.ifname, 1).peers[0];
+  fresh.allowed_ips = {*IpPrefix::parse("10.42.0.40/32")};
+  c.peers = {moved, m.peers[1], fresh};  // peers[1] as it is: not sent
+  c.remove = {m.peers[2].public_key};
+  auto p = apply_peers(m, c, opt);
+  REQUIRE(p.ok());
+  CHECK(p->peers_added == 1);
+  CHECK(p->peers_updated == 1);
+  CHECK(p->peers_removed == 1);
+  CHECK(p->device_changed);
+  CHECK_FALSE(p->created);
+  auto endpoints = lines(wg(ns.ifname + " endpoints"));
+  CHECK(endpoints.count(key_to_base64(moved.public_key) + "\t192.0.2.99:4000") == 1);
+  CHECK(lines(wg(ns.ifname + " peers")) ==
+        std::set<std::string>{key_to_base64(m.peers[0].public_key), key_to_base64(m.peers[1].public_key),
+                              key_to_base64(fresh.public_key)});
+  CHECK(lines(wg(ns.ifname + " allowed-ips")).count(key_to_base64(fresh.public_key) + "\t10.42.0.40/32") == 1);
+
+  auto after = with_changes(m, c);
+  REQUIRE(after.ok());
+  // The same change again: every peer already as asked, nothing sent.
+  PeerChanges same;
+  same.cluster_id = m.cluster_id;
+  same.peers = {moved};
+  auto again = apply_peers(*after.value, same, opt);
   REQUIRE(again.ok());
-  CHECK((*again)["changes"]["device_changed"] == false);
-  CHECK(calls == 2);
-  std::set<std::string> want;
-  for (const auto& p : m.peers) want.insert(key_to_base64(p.public_key));
-  CHECK(seen == want);
+  CHECK_FALSE(again->device_changed);
 
-  // Refused before anything is sent (a peer with the node's own key): the
-  // work does not run.
-  DesiredMesh own = m;
-  DesiredPeer me;
-  auto pub = run("wg show " + ns.ifname + " public-key").out;
-  while (!pub.empty() && pub.back() == '\n') pub.pop_back();
-  auto k = key_from_base64(pub);
-  REQUIRE(k.ok());
-  me.public_key = *k;
-  me.allowed_ips = {*IpPrefix::parse("10.42.0.9/32")};
-  own.peers.push_back(me);
-  auto refused = apply(own, opt);
-  CHECK_FALSE(refused.ok());
-  CHECK(calls == 2);
-  CHECK(lines(run("wg show " + ns.ifname + " peers").out) == want);
+  // A peer with the node's own key is refused, and nothing is sent.
+  PeerChanges me;
+  me.cluster_id = m.cluster_id;
+  DesiredPeer self;
+  self.public_key = own;
+  self.allowed_ips = {*IpPrefix::parse("10.42.0.50/32")};
+  me.peers = {self};
+  auto refused = apply_peers(*after.value, me, opt);
+  REQUIRE_FALSE(refused.ok());
+  CHECK_THAT(refused.error().message, Catch::Contains("own public key"));
+  CHECK(lines(wg(ns.ifname + " peers")).size() == 3);
+
+  // The interface gone (a reboot, `ip link del`): the next change brings the
+  // whole mesh back, with the change in it.
+  REQUIRE(down(ns.ifname).ok());
+  PeerChanges later;
+  later.cluster_id = m.cluster_id;
+  later.remove = {fresh.public_key};
+  auto back = apply_peers(*after.value, later, opt);
+  REQUIRE(back.ok());
+  CHECK(back->created);
+  CHECK(back->peers_added == 2);
+  CHECK(lines(wg(ns.ifname + " peers")) ==
+        std::set<std::string>{key_to_base64(m.peers[0].public_key), key_to_base64(m.peers[1].public_key)});
+  run(std::string("rm -rf ") + dir);
 }

@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <charconv>
+#include <map>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -31,6 +31,55 @@ Peer peer(uint8_t n, const char* endpoint, std::vector<const char*> ips, uint16_
   p.persistent_keepalive = ka;
   return p;
 }
+// What WireGuard does with a set request (replace_peers, remove,
+// update_only, replace_allowed_ips): the oracle the diff is checked against.
+Device merge(Device d, const Device& ch, const Key* = nullptr) {
+  if (ch.private_key) d.private_key = ch.private_key;
+  if (ch.listen_port) d.listen_port = ch.listen_port;
+  if (ch.fwmark) d.fwmark = ch.fwmark;
+  if (ch.replace_peers) d.peers.clear();
+  std::map<Key, size_t> idx;
+  for (size_t i = 0; i < d.peers.size(); ++i) idx[d.peers[i].public_key] = i;
+  std::vector<bool> gone(d.peers.size(), false);
+  for (const auto& c : ch.peers) {
+    auto it = idx.find(c.public_key);
+    if (c.remove) {
+      if (it != idx.end()) {
+        gone[it->second] = true;
+        idx.erase(it);
+      }
+      continue;
+    }
+    if (it == idx.end()) {
+      if (c.update_only) continue;
+      Peer p;
+      p.public_key = c.public_key;
+      p.persistent_keepalive = 0;
+      idx[c.public_key] = d.peers.size();
+      d.peers.push_back(p);
+      gone.push_back(false);
+      it = idx.find(c.public_key);
+    }
+    Peer& p = d.peers[it->second];
+    if (c.endpoint) p.endpoint = c.endpoint;
+    if (c.persistent_keepalive) p.persistent_keepalive = c.persistent_keepalive;
+    if (c.replace_allowed_ips) p.allowed_ips.clear();
+    for (const auto& a : c.allowed_ips) {
+      IpPrefix n = a.network();
+      if (std::find(p.allowed_ips.begin(), p.allowed_ips.end(), n) == p.allowed_ips.end())
+        p.allowed_ips.push_back(n);
+    }
+  }
+  if (std::find(gone.begin(), gone.end(), true) != gone.end()) {
+    std::vector<Peer> kept;
+    kept.reserve(d.peers.size());
+    for (size_t i = 0; i < d.peers.size(); ++i)
+      if (!gone[i]) kept.push_back(std::move(d.peers[i]));
+    d.peers = std::move(kept);
+  }
+  return d;
+}
+
 Device dev(std::vector<Peer> peers) {
   Device d;
   d.name = "wg0";
@@ -63,93 +112,15 @@ TEST_CASE("prefixes and endpoints parse, print and reject", "[model]") {
   CHECK_FALSE(Endpoint::parse("[192.0.2.1]:5").ok());
 }
 
-TEST_CASE("IPv4 addresses parse exactly as inet_pton reads them", "[model]") {
-  // Every string of 1-5 dot-separated parts from these, against glibc.
-  const std::vector<std::string> parts = {"",    "0",   "00",  "01",  "7",    "10",   "99",
-                                          "100", "255", "256", "999", "1000", "0255", "1a"};
-  size_t tried = 0, accepted = 0;
-  std::string first_mismatch;
-  std::vector<size_t> idx;
-  for (size_t n = 1; n <= 5; ++n) {
-    idx.assign(n, 0);
-    for (;;) {
-      std::string c;
-      for (size_t i = 0; i < n; ++i) c += (i ? "." : "") + parts[idx[i]];
-      uint8_t ref[4];
-      bool ok = inet_pton(AF_INET, c.c_str(), ref) == 1;
-      auto got = IpPrefix::parse(c);
-      ++tried;
-      accepted += ok;
-      bool same =
-          got.ok() == ok &&
-          (!ok || (got->family == AF_INET && got->len == 32 && std::memcmp(got->addr.data(), ref, 4) == 0));
-      if (!same && first_mismatch.empty()) first_mismatch = "'" + c + "'";
-      size_t i = 0;
-      while (i < n && ++idx[i] == parts.size()) idx[i++] = 0;
-      if (i == n) break;
-    }
-  }
-  INFO("first mismatch: " << first_mismatch);
-  CHECK(first_mismatch.empty());
-  CHECK(tried == 14 + 14 * 14 + 14 * 14 * 14 + 14 * 14 * 14 * 14 + 14 * 14 * 14 * 14 * 14);
-  CHECK(accepted == 6 * 6 * 6 * 6);  // four parts, each 0, 7, 10, 99, 100 or 255
-  // Around the edges, and a NUL inside (JSON's \u0000), which a C string
-  // would end at.
-  for (const char* bad : {"1.2.3.4.", ".1.2.3.4", "1..2.3", " 1.2.3.4", "1.2.3.4 ", "+1.2.3.4", "1.2.3.-4"})
-    CHECK_FALSE(IpPrefix::parse(bad).ok());
+TEST_CASE("an address with a NUL inside is refused, not read up to the NUL", "[model]") {
+  // JSON's \u0000 ends a C string: "10.42.0.2\u0000junk" would read as 10.42.0.2.
   CHECK_FALSE(IpPrefix::parse(std::string_view("10.42.0.2\0junk", 14)).ok());
   CHECK_FALSE(IpPrefix::parse(std::string_view("fd00::1\0junk", 12)).ok());
-  CHECK(IpPrefix::parse("0.0.0.0").ok());
+  CHECK_FALSE(Endpoint::parse(std::string_view("10.42.0.2\0:51820", 16)).ok());
+  for (const char* bad : {"1.2.3.4.", ".1.2.3.4", "1..2.3", " 1.2.3.4", "1.2.3.4 ", "01.2.3.4", "1.2.3.4/032x"})
+    CHECK_FALSE(IpPrefix::parse(bad).ok());
   CHECK(IpPrefix::parse("255.255.255.255/32")->str() == "255.255.255.255/32");
-}
-
-TEST_CASE("IPv4 prefixes and endpoints parse as inet_pton and a whole decimal number read them", "[model]") {
-  // Addresses of four parts from these, each with every suffix below, as a
-  // prefix and as an endpoint, against glibc's inet_pton and from_chars.
-  const std::vector<std::string> parts = {"", "0", "00", "01", "7", "99", "255", "256", "1000", "1a"};
-  const std::vector<std::string> numbers = {"",       "0",     "1",     "8",    "32", "33", "032", "00032",
-                                            "000032", "65535", "65536", "0080", "8a", "-1", "+8"};
-  size_t tried = 0, prefixes = 0, endpoints = 0;
-  std::string first_mismatch;
-  auto reference_number = [](const std::string& t, unsigned max, unsigned& v) {
-    auto [q, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-    return !t.empty() && ec == std::errc() && q == t.data() + t.size() && v <= max;
-  };
-  for (size_t a = 0; a < parts.size(); ++a)
-    for (size_t b = 0; b < parts.size(); ++b)
-      for (size_t c = 0; c < parts.size(); ++c)
-        for (size_t d = 0; d < parts.size(); ++d) {
-          const std::string ip = parts[a] + "." + parts[b] + "." + parts[c] + "." + parts[d];
-          uint8_t ref[4];
-          const bool ip_ok = inet_pton(AF_INET, ip.c_str(), ref) == 1;
-          for (const auto& num : numbers) {
-            unsigned v = 0;
-            ++tried;
-            const bool pfx_ok = ip_ok && reference_number(num, 32, v);
-            auto p = IpPrefix::parse(ip + "/" + num);
-            prefixes += pfx_ok;
-            if ((p.ok() != pfx_ok ||
-                 (pfx_ok &&
-                  (p->family != AF_INET || p->len != v || std::memcmp(p->addr.data(), ref, 4) != 0 ||
-                   std::any_of(p->addr.begin() + 4, p->addr.end(), [](uint8_t x) { return x != 0; })))) &&
-                first_mismatch.empty())
-              first_mismatch = "prefix '" + ip + "/" + num + "'";
-            const bool ep_ok = ip_ok && reference_number(num, 65535, v) && v != 0;
-            auto e = Endpoint::parse(ip + ":" + num);
-            endpoints += ep_ok;
-            if ((e.ok() != ep_ok || (ep_ok && (e->family != AF_INET || e->port != v ||
-                                               std::memcmp(e->addr.data(), ref, 4) != 0))) &&
-                first_mismatch.empty())
-              first_mismatch = "endpoint '" + ip + ":" + num + "'";
-          }
-        }
-  INFO("first mismatch: " << first_mismatch);
-  CHECK(first_mismatch.empty());
-  CHECK(tried == 10 * 10 * 10 * 10 * 15);
-  // Parts 0, 7, 99 and 255; lengths 0, 1, 8, 32, 032, 00032 and 000032;
-  // ports 1, 8, 32, 33, 032, 00032, 000032, 65535 and 0080.
-  CHECK(prefixes == 4 * 4 * 4 * 4 * 7);
-  CHECK(endpoints == 4 * 4 * 4 * 4 * 9);
+  CHECK(IpPrefix::parse("10.0.0.1/032")->len == 32);
 }
 
 TEST_CASE("network() and contains() agree with bit-by-bit masking at every prefix length", "[model]") {
@@ -196,18 +167,6 @@ TEST_CASE("network() and contains() agree with bit-by-bit masking at every prefi
       }
     }
   }
-  // Printing straight into a buffer gives what str() gives.
-  for (const char* s :
-       {"10.42.0.1/24", "0.0.0.0/0", "255.255.255.255/32", "fd00::1/64", "::/0", "2001:db8::/32"}) {
-    std::string out = "x=";
-    pfx(s).append_to(out);
-    CHECK(out == "x=" + pfx(s).str());
-  }
-  for (const char* s : {"192.0.2.1:51820", "1.2.3.4:1", "[fd00::1]:7", "[2001:db8::42]:65535"}) {
-    std::string out = "y=";
-    ep(s).append_to(out);
-    CHECK(out == "y=" + ep(s).str());
-  }
 }
 
 TEST_CASE("diff: identical state is a no-op", "[diff]") {
@@ -248,10 +207,9 @@ TEST_CASE("diff: when no current peer stays, the peer list is replaced in one st
       dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"})});
   Device want =
       dev({peer(3, "192.0.2.3:51820", {"10.42.0.4/32"}), peer(4, "192.0.2.4:51820", {"10.42.0.5/32"}, 25)});
-  for (bool by_move : {false, true}) {
-    INFO("by_move " << by_move);
+  {
     Device w = want;
-    Device ch = by_move ? diff(cur, std::move(w)) : diff(cur, std::as_const(w));
+    Device ch = diff(cur, w);
     CHECK(ch.replace_peers);
     REQUIRE(ch.peers.size() == 2);  // the new peers only: no remove entry
     CHECK(ch.peers[0].public_key == key(3));
@@ -355,106 +313,3 @@ TEST_CASE("diff: keepalive, key and port changes", "[diff]") {
   CHECK_FALSE(ch.peers[0].endpoint);
 }
 
-TEST_CASE("merge(current, diff(current, desired)) holds the desired peers", "[diff]") {
-  Device cur =
-      dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"}),
-           peer(4, "192.0.2.4:51820", {"10.42.0.5/32"}, 25)});
-  Device want =
-      dev({peer(1, "192.0.2.9:51820", {"10.42.0.2/32", "10.42.0.66/32"}),
-           peer(3, "[2001:db8::3]:51820", {"10.42.0.4/32"}), peer(4, "192.0.2.4:51820", {"10.42.0.5/32"})});
-  want.listen_port = 4000;
-  Device got = merge(cur, diff(cur, want));
-  CHECK(got.listen_port == 4000);
-  CHECK(is_noop(diff(got, want)));
-  REQUIRE(got.peers.size() == 3);
-  CHECK(got.peers[2].public_key == key(3));
-  CHECK(got.peers[0].allowed_ips.size() == 2);
-  CHECK(got.peers[1].persistent_keepalive == 0);
-  // update_only never creates a peer; remove of an unknown peer is harmless.
-  Device ch;
-  Peer ghost;
-  ghost.public_key = key(77);
-  ghost.update_only = true;
-  ghost.endpoint = ep("192.0.2.77:1");
-  Peer rm;
-  rm.public_key = key(78);
-  rm.remove = true;
-  ch.peers = {ghost, rm};
-  CHECK(merge(cur, ch).peers.size() == 3);
-}
-
-TEST_CASE("diff of a desired device given up equals diff of a kept one, and takes only its allowed IPs",
-          "[diff]") {
-  Device cur =
-      dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"}),
-           peer(4, "192.0.2.4:51820", {"10.42.0.5/32"}, 25), peer(5, "192.0.2.5:51820", {"10.42.0.6/32"})});
-  Device want = dev({peer(1, "192.0.2.9:51820", {"10.42.0.2/32"}),
-                     peer(3, "[2001:db8::3]:51820", {"10.42.0.4/32", "fd00::4/128"}),
-                     peer(4, "192.0.2.4:51820", {"10.42.0.5/32"}, 25),
-                     peer(5, "192.0.2.5:51820", {"10.42.0.6/32", "10.42.1.0/24"}),
-                     peer(6, "192.0.2.6:51820", {"10.42.0.7/32"}, 15)});
-  want.listen_port = 4000;
-  want.private_key = key(99);
-  const Device kept = want;
-  Device by_copy = diff(cur, kept);
-  Device by_move = diff(cur, std::move(want));
-  auto text = [](const Peer& p) {
-    std::string t = key_to_base64(p.public_key) + (p.endpoint ? " " + p.endpoint->str() : "") +
-                    " ka=" + (p.persistent_keepalive ? std::to_string(*p.persistent_keepalive) : "-") +
-                    " rm=" + std::to_string(p.remove) + " up=" + std::to_string(p.update_only) +
-                    " repl=" + std::to_string(p.replace_allowed_ips);
-    for (const auto& n : p.allowed_ips) t += " " + n.str();
-    return t;
-  };
-  CHECK(by_move.listen_port == by_copy.listen_port);
-  CHECK(by_move.private_key == by_copy.private_key);
-  REQUIRE(by_move.peers.size() == by_copy.peers.size());
-  REQUIRE(by_copy.peers.size() == 5);  // 1 endpoint, 3 new, 5 allowed IPs, 6 new, 2 removed
-  for (size_t i = 0; i < by_copy.peers.size(); ++i) CHECK(text(by_move.peers[i]) == text(by_copy.peers[i]));
-  // The given-up device keeps its keys and key order; only the allowed IPs
-  // that went into the change are gone (peer 3's and 5's and 6's).
-  REQUIRE(want.peers.size() == kept.peers.size());
-  for (size_t i = 0; i < want.peers.size(); ++i) CHECK(want.peers[i].public_key == kept.peers[i].public_key);
-  CHECK(want.private_key == key(99));
-  CHECK(want.peers[0].allowed_ips.size() == 1);  // unchanged peer 1: its list was only compared
-  CHECK(want.peers[1].allowed_ips.empty());
-  CHECK(want.peers[3].allowed_ips.empty());
-  CHECK(want.peers[4].allowed_ips.empty());
-}
-
-TEST_CASE("diff of a first push given up equals diff of a kept one, in the desired list's own storage",
-          "[diff]") {
-  Device cur = dev({});
-  Device want =
-      dev({peer(1, "192.0.2.1:51820", {"10.42.0.2/32"}, 25), peer(2, "192.0.2.2:51820", {"10.42.0.3/32"}),
-           peer(3, "[2001:db8::3]:51820", {"10.42.0.4/32", "fd00::4/128"})});
-  want.peers[1].remove = true;  // flags of a desired peer do not reach the change
-  want.peers[1].rx_bytes = 7;
-  const Device kept = want;
-  const Peer* storage = want.peers.data();
-  Device by_copy = diff(cur, kept);
-  Device by_move = diff(cur, std::move(want));
-  REQUIRE(by_copy.peers.size() == 3);
-  REQUIRE(by_move.peers.size() == 3);
-  CHECK(by_move.peers.data() == storage);
-  CHECK(want.peers.empty());
-  CHECK(by_move.private_key == by_copy.private_key);
-  CHECK(by_move.listen_port == by_copy.listen_port);
-  for (size_t i = 0; i < 3; ++i) {
-    const Peer& m = by_move.peers[i];
-    const Peer& c = by_copy.peers[i];
-    CHECK(m.public_key == c.public_key);
-    CHECK(m.endpoint == c.endpoint);
-    CHECK(m.allowed_ips == c.allowed_ips);
-    CHECK(m.persistent_keepalive == c.persistent_keepalive);
-    CHECK(m.remove == c.remove);
-    CHECK(m.update_only == c.update_only);
-    CHECK(m.replace_allowed_ips == c.replace_allowed_ips);
-    CHECK(m.rx_bytes == c.rx_bytes);
-  }
-  CHECK_FALSE(by_move.peers[1].remove);
-  CHECK(by_move.peers[1].rx_bytes == 0);
-  CHECK(by_move.peers[0].persistent_keepalive == 25);
-  CHECK_FALSE(by_move.peers[1].persistent_keepalive);  // 0: not sent for a new peer
-  CHECK(by_move.peers[2].allowed_ips.size() == 2);
-}

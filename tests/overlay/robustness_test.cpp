@@ -5,7 +5,6 @@
 // fuzz harnesses, deterministic so a failure reproduces.
 #include <catch2/catch.hpp>
 
-#include <cmath>
 #include <cstdlib>
 #include <random>
 
@@ -61,7 +60,7 @@ TEST_CASE("UAPI and desired-state parsers survive damaged text", "[robustness]")
       "cluster_id: c-1\naddress: 10.42.0.1/24\nmtu: 1420\npeers:\n  - public_key: "
       "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo=\n    endpoint: 192.0.2.10:51820\n"
       "    allowed_ips: [10.42.0.2/32]\n    persistent_keepalive: 25\n";
-  REQUIRE(parse_desired_yaml(yaml).ok());
+  REQUIRE(parse_desired_text(yaml).ok());
   std::mt19937 rng(777);
   const std::string alphabet = "=:/[]{}-,\n 0123456789abcdefABCDEF.xz%\"'#&*!|>";
   for (int it = 0; it < 5000; ++it) {
@@ -71,69 +70,9 @@ TEST_CASE("UAPI and desired-state parsers survive damaged text", "[robustness]")
       y[rng() % y.size()] = alphabet[rng() % alphabet.size()];
     }
     auto r = uapi_parse_get(u);
-    auto p = parse_desired_yaml(y);
+    auto p = parse_desired_text(y);
     if (!p.ok()) CHECK_FALSE(p.errors.empty());
     (void)r;
   }
 }
 
-TEST_CASE("JSON desired state: damaged text reads the same through the SAX reader and the document",
-          "[robustness]") {
-  // A differential check of the two JSON readers (the SAX one compiled at
-  // -O3, overlay/desired_sax.cpp): whenever the SAX reader takes a damaged
-  // text, its result (mesh or every error message) is the document path's;
-  // a text the document path refuses is a json::parse_error either way.
-  using nlohmann::json;
-  std::string base =
-      R"({"cluster_id":"c-1","interface":"wg0","address":"10.42.0.1/24","listen_port":51820,"mtu":1420,"peers":[)";
-  for (int i = 0; i < 5; ++i) {
-    Key k{};
-    k[0] = static_cast<uint8_t>(i + 1);
-    k[31] = 0x42;
-    base += std::string(i ? "," : "") + R"({"public_key":")" + key_to_base64(k) +
-            R"(","endpoint":"192.0.2.)" + std::to_string(i + 10) + R"(:51820","allowed_ips":["10.42.0.)" +
-            std::to_string(i + 2) + R"(/32"],"persistent_keepalive":25})";
-  }
-  base += "]}";
-  REQUIRE(parse_desired_json(base).ok());
-  std::mt19937 rng(31337);
-  const std::string alphabet = "{}[],:\"\\u0123456789.-+eE tfnl/abcdefABCDEF=\n";
-  size_t sax_taken = 0, dom_only = 0, syntax = 0, overflow = 0;
-  for (int it = 0; it < 4000; ++it) {
-    std::string t = base;
-    int flips = 1 + static_cast<int>(rng() % 3);
-    for (int f = 0; f < flips; ++f) t[rng() % t.size()] = alphabet[rng() % alphabet.size()];
-    if (rng() % 10 == 0) t.resize(rng() % t.size());
-    INFO(t);
-    json doc;
-    try {
-      doc = json::parse(t);
-    } catch (const json::parse_error&) {
-      ++syntax;
-      CHECK_FALSE(parse_desired_json_sax(t, {}).has_value());
-      CHECK_THROWS_AS(parse_desired_json(t), json::parse_error);
-      continue;
-    } catch (const json::out_of_range&) {  // a number no double holds ("5e820")
-      ++overflow;
-      CHECK_FALSE(parse_desired_json_sax(t, {}).has_value());
-      auto r = parse_desired_json(t);
-      REQUIRE(r.errors.size() == 1);
-      CHECK(r.errors[0].message.rfind("number out of range", 0) == 0);
-      CHECK(std::isinf(std::strtod(r.errors[0].value.c_str(), nullptr)));
-      continue;
-    }
-    ParseResult want = parse_desired(doc);
-    auto fast = parse_desired_json_sax(t, {});
-    (fast ? sax_taken : dom_only)++;
-    ParseResult got = fast ? std::move(*fast) : parse_desired_json(t);
-    REQUIRE(got.ok() == want.ok());
-    REQUIRE(got.errors.size() == want.errors.size());
-    for (size_t i = 0; i < got.errors.size(); ++i) CHECK(got.errors[i].str() == want.errors[i].str());
-    if (got.ok()) CHECK(to_json(*got.mesh) == to_json(*want.mesh));
-  }
-  // Each path was exercised.
-  CHECK(sax_taken > 500);
-  CHECK(dom_only > 50);
-  CHECK(syntax > 500);
-  CHECK(overflow > 0);
-}

@@ -32,9 +32,10 @@ TEST_CASE("UAPI get reply parses into the device model", "[uapi]") {
   auto d = uapi_parse_get(reply);
   REQUIRE(d.ok());
   CHECK(key_to_hex(*d->private_key) == kPriv);
-  // UAPI has no device public key, and the parser derives none: callers
-  // that need it run X25519 themselves (apply() often does not need it).
-  CHECK_FALSE(d->public_key);
+  // UAPI carries no device public key: the parser derives it, as the
+  // kernel reports it.
+  REQUIRE(d->public_key);
+  CHECK(*d->public_key == *public_key_of(*d->private_key));
   CHECK(d->listen_port == 12912);
   REQUIRE(d->peers.size() == 2);
   CHECK(key_to_hex(d->peers[0].public_key) == kPeer1);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The .deb as built: control fields, run-time dependencies (every shared
-# library the binary needs is declared through its Debian package), files,
+# The .deb as built: control fields, run-time dependencies (computed by
+# dpkg-shlibdeps from the binary's NEEDED libraries), files,
 # owners and modes, conffiles, maintainer scripts, a stripped binary with no
 # debug sections, and lintian with no error and no warning left unexplained
 # (each override carries a one-line reason).
@@ -24,42 +24,53 @@ expect_eq "Architecture" amd64 "$(dpkg-deb -f "$DEB1" Architecture)"
 expect_eq "Section" net "$(dpkg-deb -f "$DEB1" Section)"
 expect_eq "release 2 is newer" 0 "$(dpkg --compare-versions "$(dpkg-deb -f "$DEB2" Version)" gt "$version"; echo $?)"
 
-# Run-time dependencies: every NEEDED soname of the binary maps (on this
-# build host) to a Debian package that Depends names.
-depends=$(dpkg-deb -f "$DEB1" Depends | tr ',' '\n' | sed 's/^ *//; s/ .*//; s/:any$//')
-log "Depends: $(dpkg-deb -f "$DEB1" Depends)"
-# libsystemd0, libssl3, libibverbs1 and libibumad3 are not NEEDED
-# (dlopen()ed: agent/sd_notify.cpp, common/openssl_lazy.cpp,
-# probes/ib_lazy.cpp): they are declared explicitly. libstdc++, yaml-cpp,
-# spdlog, fmt and libnl are linked in: no libnl package in Depends.
-for lib in libibverbs1 libibumad3 libssl3 libc6 libsystemd0; do
+# Run-time dependencies. The binary loads its libraries as NEEDED entries,
+# and dpkg-shlibdeps turns each into the Debian package that ships it, with
+# the minimum version the binary's symbols need.
+depends_field=$(dpkg-deb -f "$DEB1" Depends)
+depends=$(tr ',' '\n' <<<"$depends_field" | sed 's/^ *//; s/ .*//; s/:any$//')
+log "Depends: $depends_field"
+dpkg-deb -x "$DEB1" "$work/data"
+needed=$(readelf -d "$work/data/usr/bin/fabric-agent" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+log "NEEDED: $(tr '\n' ' ' <<<"$needed")"
+for so in libssl.so.3 libcrypto.so.3 libibverbs.so.1 libibumad.so.3 libnl-3.so.200 libnl-genl-3.so.200 \
+  libnl-route-3.so.200 libyaml-cpp.so.0.7 libsystemd.so.0; do
+  expect_line "the packaged binary has NEEDED $so" "$so" "$needed"
+done
+for lib in libibverbs1 libibumad3 libssl3 libnl-3-200 libnl-genl-3-200 libnl-route-3-200 libyaml-cpp0.7 \
+  libsystemd0 libc6; do
   expect_line "Depends names $lib" "$lib" "$depends"
 done
-for lib in libnl-3-200 libnl-route-3-200 libnl-genl-3-200; do
-  expect_eq "Depends does not name $lib (linked in)" "" "$(printf '%s\n' "$depends" | grep -Fx -- "$lib" || true)"
-done
-needed=$(readelf -d "$build/agent/fabric-agent" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
-for so in libstdc++.so.6 libyaml-cpp.so.0.7 libspdlog.so.1.10 libfmt.so.9 libsystemd.so.0 libssl.so.3 libcrypto.so.3 \
-  libibverbs.so.1 libibumad.so.3 libm.so.6 libnl-3.so.200 libnl-route-3.so.200 libnl-genl-3.so.200; do
-  expect_eq "binary does not load $so at start" "" "$(printf '%s\n' "$needed" | grep -Fx -- "$so" || true)"
-done
+# shlibdeps writes every library's minimum version; a hand-written list would not.
+expect_match "Depends carries shlibdeps' versions (libc6 (>= 2.x))" '(^|, )libc6 \(>= 2\.[0-9]+\)' "$depends_field"
+expect_match "Depends carries shlibdeps' versions (libssl3 (>= 3.x))" '(^|, )libssl3 \(>= 3\.[0-9.]+\)' "$depends_field"
+# The glibc the binary needs: its highest GLIBC_2.N version, and 2.36 for
+# DT_RELR's GLIBC_ABI_DT_RELR (a version without symbols).
+glibc_need=$(readelf -V -W "$work/data/usr/bin/fabric-agent" |
+  sed -n 's/.*Name: GLIBC_\(2\.[0-9.]*\) .*/\1/p; s/.*Name: GLIBC_ABI_DT_RELR .*/2.36/p' | sort -V | tail -n1)
+libc_floor=$(tr ',' '\n' <<<"$depends_field" | sed -n 's/^ *libc6 (>= \([^)]*\)).*/\1/p' | sort -V | tail -n1)
+check "Depends' libc6 (>= ${libc_floor:-none}) covers the glibc the binary needs ($glibc_need)" \
+  dpkg --compare-versions "${libc_floor:-0}" ge "$glibc_need"
 for so in $needed; do
   path=$(ldconfig -p | awk -v so="$so" '$1 == so && /x86-64/ { print $NF; exit }')
   pkg=$(dpkg -S "$(readlink -f "$path")" 2>/dev/null | head -n1 | cut -d: -f1)
   [ -n "$pkg" ] || pkg=$(dpkg -S "$path" 2>/dev/null | head -n1 | cut -d: -f1)
   if [ -z "$pkg" ]; then fail "no Debian package found for NEEDED $so ($path)"; continue; fi
-  # The library's shlibs may name a virtual package it provides
-  # (libspdlog1.10 provides libspdlog1.10-fmt9).
+  # The library's shlibs may name a virtual package it provides.
   ok=no
   for name in $pkg $(dpkg-query -W -f '${Provides}' "$pkg" | tr ',' '\n' | sed 's/^ *//; s/ .*//'); do
     grep -Fxq -- "$name" <<<"$depends" && ok=yes
   done
   expect_eq "NEEDED $so ($pkg or what it provides) is declared in Depends" yes "$ok"
 done
+expect_match "Recommends wireguard-go (hosts whose kernel has no WireGuard)" '(^|, )wireguard-go($|,)' \
+  "$(dpkg-deb -f "$DEB1" Recommends)"
 
 # Files, owners and modes as dpkg will create them.
 listing=$(dpkg-deb -c "$DEB1")
 expect_match "binary 0755 root" '^-rwxr-xr-x root/root .* \./usr/bin/fabric-agent$' "$listing"
+expect_eq "one executable: usr/bin/fabric-agent" "./usr/bin/fabric-agent" \
+  "$(awk '$1 ~ /^-..x/ { print $NF }' <<<"$listing")"
 [ -z "$HAVE_UNIT" ] || expect_match "unit under lib/systemd/system" '^-rw-r--r-- root/root .* \./usr/lib/systemd/system/fabric-agent\.service$' "$listing"
 expect_match "config 0644" '^-rw-r--r-- root/root .* \./etc/fabric-agent/agent\.yaml$' "$listing"
 expect_match "state dir 0700" '^drwx------ root/root .* \./var/lib/fabric-agent/$' "$listing"
@@ -85,31 +96,23 @@ expect_match "prerm stops on remove" 'deb-systemd-invoke stop fabric-agent.servi
 expect_match "postrm purges state" 'rm -rf /var/lib/fabric-agent' "$(cat "$work/control/postrm")"
 
 # Data: the shipped files are the sources, the binary is stripped.
-dpkg-deb -x "$DEB1" "$work/data"
 check "agent.yaml is packaging/agent.yaml" cmp -s "$src/packaging/agent.yaml" "$work/data/etc/fabric-agent/agent.yaml"
 [ -z "$HAVE_UNIT" ] || check "unit is systemd/fabric-agent.service" cmp -s "$src/systemd/fabric-agent.service" \
   "$work/data/usr/lib/systemd/system/fabric-agent.service"
 check "man page is packaging/fabric-agent.8" cmp -s "$src/packaging/fabric-agent.8" <(zcat "$work/data/usr/share/man/man8/fabric-agent.8.gz")
-# Both executables (docs/packaging.md, "Two executables"): bound at start,
-# position-independent, stripped, the build tree's build ids.
+# The binary: bound at start, position-independent, stripped, the build
+# tree's build id.
 bid() { readelf -n "$1" | sed -n 's/.*Build ID: //p'; }
-for pair in usr/bin/fabric-agent:agent/fabric-agent \
-  usr/libexec/fabric-agent/fabric-agent:libexec/fabric-agent/fabric-agent; do
-  f=${pair%%:*} built=${pair#*:}
-  dynamic=$(readelf -d -W "$work/data/$f")
-  expect_match "$f: full RELRO: bound at start (BIND_NOW)" '\(FLAGS\).*BIND_NOW' "$dynamic"
-  expect_match "$f: position-independent (PIE)" '\(FLAGS_1\).*PIE' "$dynamic"
-  expect_match "$f: RELRO segment" 'GNU_RELRO' "$(readelf -l -W "$work/data/$f")"
-  sections=$(readelf -S -W "$work/data/$f")
-  expect_no_match "$f: no symbol table" '\.symtab' "$sections"
-  expect_no_match "$f: no debug sections" '\.debug_' "$sections"
-  expect_match "$f: build id kept (matches the unstripped build binary)" '\.note\.gnu\.build-id' "$sections"
-  expect_eq "$f: same build id as build/$built" "$(bid "$build/$built")" "$(bid "$work/data/$f")"
-done
-# The front is static: no program interpreter, no shared library.
-expect_no_match "front: no program interpreter (static)" 'INTERP' "$(readelf -l -W "$work/data/usr/bin/fabric-agent")"
-expect_no_match "front: no NEEDED library" 'NEEDED' "$(readelf -d -W "$work/data/usr/bin/fabric-agent")"
-expect_match "whole agent: libc only" '\[libc\.so\.6\]' "$(readelf -d -W "$work/data/usr/libexec/fabric-agent/fabric-agent")"
+f=usr/bin/fabric-agent
+dynamic=$(readelf -d -W "$work/data/$f")
+expect_match "$f: full RELRO: bound at start (BIND_NOW)" '\(FLAGS\).*BIND_NOW' "$dynamic"
+expect_match "$f: position-independent (PIE)" '\(FLAGS_1\).*PIE' "$dynamic"
+expect_match "$f: RELRO segment" 'GNU_RELRO' "$(readelf -l -W "$work/data/$f")"
+sections=$(readelf -S -W "$work/data/$f")
+expect_no_match "$f: no symbol table" '\.symtab' "$sections"
+expect_no_match "$f: no debug sections" '\.debug_' "$sections"
+expect_match "$f: build id kept (matches the unstripped build binary)" '\.note\.gnu\.build-id' "$sections"
+expect_eq "$f: same build id as build/agent/fabric-agent" "$(bid "$build/agent/fabric-agent")" "$(bid "$work/data/$f")"
 
 # lintian: no error, no warning; every override has a reason on the line above.
 overrides="$src/packaging/deb/lintian-overrides"

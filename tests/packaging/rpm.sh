@@ -25,7 +25,7 @@ expect_eq "release 2 is newer" 2 "$(q --qf '%{RELEASE}' "$RPM2")"
 
 # -qpl: the files, nothing Debian-only, no distribution-owned directories.
 files=$(q -l "$RPM1")
-for f in /usr/bin/fabric-agent /usr/libexec/fabric-agent/fabric-agent ${HAVE_UNIT:+/usr/lib/systemd/system/fabric-agent.service} /etc/fabric-agent/agent.yaml \
+for f in /usr/bin/fabric-agent ${HAVE_UNIT:+/usr/lib/systemd/system/fabric-agent.service} /etc/fabric-agent/agent.yaml \
   /var/lib/fabric-agent /usr/share/man/man8/fabric-agent.8.gz /usr/share/licenses/fabric-agent/LICENSE \
   /usr/share/doc/fabric-agent/README.md; do
   expect_match "-qpl lists $f" "^${f//./\\.}\$" "$files"
@@ -44,22 +44,31 @@ expect_no_match "the unit has no file flags (not %config)" '^/usr/lib/systemd/sy
 dump=$(q --dump "$RPM1")
 mode() { printf '%s\n' "$dump" | awk -v p="$1" '$1 == p { print substr($5, length($5) - 2), $6, $7 }'; }
 expect_eq "binary mode" "755 root root" "$(mode /usr/bin/fabric-agent)"
-expect_eq "whole agent mode" "755 root root" "$(mode /usr/libexec/fabric-agent/fabric-agent)"
+# One executable: the only file with an execute bit is the binary.
+expect_eq "one executable: /usr/bin/fabric-agent" "/usr/bin/fabric-agent" \
+  "$(printf '%s\n' "$dump" | awk '$5 ~ /^0100/ && substr($5, length($5) - 2) ~ /[1357]/ { print $1 }')"
 expect_eq "state dir mode" "700 root root" "$(mode /var/lib/fabric-agent)"
 expect_eq "config mode" "644 root root" "$(mode /etc/fabric-agent/agent.yaml)"
 [ -z "$HAVE_UNIT" ] || expect_eq "unit mode" "644 root root" "$(mode /usr/lib/systemd/system/fabric-agent.service)"
 
-# -qpR: the libraries by name and the exact sonames rpmbuild found.
+# -qpR: rpmbuild's find-requires, one soname per NEEDED library of the
+# binary, none named by hand.
 requires=$(q -R "$RPM1")
 log "Requires: $(printf '%s\n' "$requires" | grep -v '^rpmlib' | tr '\n' ' ')"
-for r in libibverbs libibumad openssl-libs systemd-libs; do
-  expect_line "-qpR names $r" "$r" "$requires"
-done
-# Every NEEDED library of the binary, by soname (rpmbuild's elfdeps).
-for so in $(readelf -d "$build/libexec/fabric-agent/fabric-agent" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
-  case "$so" in ld-linux*) continue ;; esac
+for so in $(readelf -d "$build/agent/fabric-agent" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
   expect_line "-qpR requires NEEDED $so" "$so()(64bit)" "$requires"
 done
+for so in libssl.so.3 libcrypto.so.3 libibverbs.so.1 libibumad.so.3 libnl-3.so.200 libnl-genl-3.so.200 \
+  libnl-route-3.so.200 libyaml-cpp.so.0.7 libsystemd.so.0; do
+  expect_line "-qpR requires $so" "$so()(64bit)" "$requires"
+done
+# What rpmbuild adds on its own besides: rpmlib features, the scriptlets'
+# shell, the dynamic loader's hash style, the %config file's version.
+expect_eq "-qpR names no package by hand" "" \
+  "$(printf '%s\n' "$requires" | grep -Ev '^(rpmlib\(|lib[^ ]*\.so|/bin/sh$|rtld\(GNU_HASH\)$|config\(fabric-agent\) = )')"
+expect_match "Suggests wireguard-go" '^wireguard-go$' "$(q --suggests "$RPM1")"
+expect_match "a description of several lines, not the summary alone" \
+  'WireGuard runs in the kernel' "$(q --qf '%{DESCRIPTION}' "$RPM1")"
 
 # --scripts: the systemd macros, written out, and the token.
 scripts=$(q --scripts "$RPM1")
@@ -75,7 +84,7 @@ expect_match "%changelog from packaging/changelog" '^\* [A-Z][a-z]{2} [A-Z][a-z]
 # The payload: stripped binary, sources shipped as they are.
 mkdir -p "$work/payload"
 (cd "$work/payload" && rpm2cpio "$RPM1" | cpio -idm --quiet)
-for f in usr/bin/fabric-agent usr/libexec/fabric-agent/fabric-agent; do
+for f in usr/bin/fabric-agent; do
   sections=$(readelf -S -W "$work/payload/$f")
   expect_no_match "$f stripped: no symbol table" '\.symtab' "$sections"
   expect_no_match "$f stripped: no debug sections" '\.debug_' "$sections"

@@ -6,7 +6,8 @@
 //   loader's embedded defaults list, so a key added to the loader fails here
 //   until the shipped file documents it.
 // - packaging/fabric-agent.8 documents every subcommand of the binary's table
-//   and no subcommand the binary does not have.
+//   and no subcommand the binary does not have, and the same for the
+//   actions of `mesh`.
 #include <catch2/catch.hpp>
 #include <yaml-cpp/yaml.h>
 
@@ -150,4 +151,34 @@ TEST_CASE("the man page documents exactly the binary's subcommands", "[packaging
     INFO("packaging/fabric-agent.8 documents a subcommand the binary does not have: " << c);
     CHECK(table.count(c) == 1);
   }
+}
+
+TEST_CASE("the man page's mesh synopsis lists exactly the actions of `mesh --help`", "[packaging]") {
+  const char* bin = std::getenv("FA_BINARY");
+  REQUIRE(bin != nullptr);
+  // "usage: fabric-agent mesh apply ...", then "       fabric-agent mesh show ...".
+  static const std::regex kAction(R"(fabric-agent mesh ([a-z]+)\b)");
+  std::set<std::string> actions;
+  {
+    std::istringstream in(run(std::string("'") + bin + "' mesh --help"));
+    std::string line;
+    std::smatch m;
+    while (std::getline(in, line))
+      if (std::regex_search(line, m, kAction)) actions.insert(m[1].str());
+  }
+  REQUIRE(actions.count("apply") == 1);
+  // The synopsis lines of ".SS mesh": ".B fabric\-agent mesh ACTION ...".
+  std::set<std::string> documented;
+  {
+    std::istringstream in(slurp(kManPage));
+    std::string line;
+    std::smatch m;
+    bool in_mesh = false;
+    while (std::getline(in, line)) {
+      for (size_t p = line.find("\\-"); p != std::string::npos; p = line.find("\\-", p)) line.erase(p, 1);
+      if (line.rfind(".SS ", 0) == 0 || line.rfind(".SH ", 0) == 0) in_mesh = line == ".SS mesh";
+      if (in_mesh && line.rfind(".B ", 0) == 0 && std::regex_search(line, m, kAction)) documented.insert(m[1].str());
+    }
+  }
+  CHECK(documented == actions);
 }

@@ -128,22 +128,50 @@ TEST_CASE("whole machine: AMD needs /dev/kfd and every render node") {
   CHECK(check_whole_machine(h, cfg({1, 2}))->find("missing /dev/kfd") != std::string::npos);
 }
 
-TEST_CASE("active port: a fabric port must be ACTIVE, the internet-facing card does not count") {
-  CHECK_FALSE(check_active_port(ib_inspect()).has_value());
-  CHECK_FALSE(check_active_port(ib_inspect("DOWN", "ACTIVE")).has_value());
-  json down = ib_inspect("DOWN", "DOWN");
-  // Discovery lists only ACTIVE ports in fabric.ports; with a stale list the
-  // port state still decides.
-  down["fabric"]["ports"] = {"mlx5_0:1", "mlx5_1:1"};
-  auto r = check_active_port(down);
-  REQUIRE(r.has_value());
-  CHECK(*r == "no fabric port is ACTIVE on this host (mlx5_0:1 DOWN, mlx5_1:1 DOWN)");
-  auto none = check_active_port(ib_inspect("DOWN", "DOWN"));
-  REQUIRE(none.has_value());
-  CHECK(none->find("no fabric ports") != std::string::npos);
-  CHECK(check_active_port(json()).value().find("no discovery result") == 0);
-  CHECK(check_active_port(json{{"fabric", {{"kind", nullptr}}}}).value() ==
-        "no fabric port is ACTIVE on this host (fabric kind none, no fabric ports)");
+TEST_CASE("active port: one fabric port ACTIVE now, the refusal names each port and its state") {
+  json fab = ib_inspect();
+  CHECK(fabric_ports(fab) == std::vector<std::string>{"mlx5_0:1", "mlx5_1:1"});  // not the Ethernet card
+  CHECK_FALSE(check_active_port(fab, {{"mlx5_0:1", "ACTIVE", ""}, {"mlx5_1:1", "ACTIVE", ""}}).has_value());
+  CHECK_FALSE(check_active_port(fab, {{"mlx5_0:1", "DOWN", ""}, {"mlx5_1:1", "ACTIVE", ""}}).has_value());
+  // What discovery saw does not count, only the states read now.
+  CHECK(check_active_port(fab, {{"mlx5_0:1", "DOWN", ""}, {"mlx5_1:1", "INIT", ""}}) ==
+        "no fabric port is ACTIVE (mlx5_0:1 is DOWN, mlx5_1:1 is INIT)");
+  CHECK(check_active_port(fab, {{"mlx5_0:1", "", "open /sys/x: No such file or directory"}}) ==
+        "no fabric port is ACTIVE (mlx5_0:1 state unreadable: open /sys/x: No such file or directory)");
+  auto none = ib_inspect("DOWN", "DOWN");
+  CHECK(fabric_ports(none).empty());
+  CHECK(check_active_port(none, {}) == "no fabric port is ACTIVE (fabric kind infiniband, no fabric ports)");
+  CHECK(check_active_port(json(), {}).value().find("no discovery result") == 0);
+  CHECK(check_active_port(json{{"fabric", {{"kind", nullptr}}}}, {}).value() ==
+        "no fabric port is ACTIVE (fabric kind none, no fabric ports)");
+}
+
+TEST_CASE("port states: read from <sysfs>/class/infiniband/DEV/ports/N/state at the call") {
+  std::string d = tmpdir();
+  auto state_file = [&](const std::string& dev, const std::string& text) {
+    std::string dir = d + "/class/infiniband/" + dev + "/ports/1";
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/state") << text;
+  };
+  state_file("rxe0", "4: ACTIVE\n");
+  state_file("mlx5_1", "1: DOWN\n");
+  state_file("mlx5_2", "garbage\n");
+  auto s = read_port_states(d, {"rxe0:1", "mlx5_1:1", "mlx5_2:1", "mlx5_9:1", "../../etc:1", "rxe0", "rxe0:x"});
+  REQUIRE(s.size() == 7);
+  CHECK((s[0].state == "ACTIVE" && s[0].error.empty()));
+  CHECK(s[1].state == "DOWN");
+  CHECK(s[2].state.empty());
+  CHECK(s[2].error == d + "/class/infiniband/mlx5_2/ports/1/state: expected '<n>: <NAME>' like '4: ACTIVE', got 'garbage'");
+  CHECK(s[3].error.find(d + "/class/infiniband/mlx5_9/ports/1/state") != std::string::npos);
+  for (size_t i = 4; i < 7; ++i) {
+    INFO(s[i].port);
+    CHECK(s[i].state.empty());
+    CHECK(s[i].error == "not a port name (expected <device>:<port number>)");
+  }
+  // Read again after a change: no cache between calls.
+  state_file("rxe0", "1: DOWN\n");
+  CHECK(read_port_states(d, {"rxe0:1"})[0].state == "DOWN");
+  std::filesystem::remove_all(d);
 }
 
 TEST_CASE("exclusive: one live fabric container per machine") {

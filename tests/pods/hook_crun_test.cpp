@@ -75,6 +75,7 @@ struct Lab {
     REQUIRE(run("ip link set lo up").rc == 0);
     fs::remove_all(w);
     fs::create_directories(dev + "/infiniband");
+    set_port_state("4: ACTIVE");
     fs::create_directories(w + "/rootfs/bin");
     for (auto d : {"proc", "dev", "sys", "tmp", "out"}) fs::create_directories(w + "/rootfs/" + d);
     fs::copy_file("/bin/busybox", w + "/rootfs/bin/busybox");
@@ -149,6 +150,13 @@ struct Lab {
     fs::remove_all(w);
   }
 
+  // mlx5_0:1's state file under the test's sysfs root, in the kernel's
+  // format: the daemon reads it at each registration.
+  void set_port_state(const std::string& text) {
+    fs::create_directories(w + "/sys/class/infiniband/mlx5_0/ports/1");
+    fa_test::write_file(w + "/sys/class/infiniband/mlx5_0/ports/1/state", text + "\n");
+  }
+
   static void mknod_c(const std::string& p, unsigned ma, unsigned mi) {
     REQUIRE(::mknod(p.c_str(), S_IFCHR | 0666, makedev(ma, mi)) == 0);
   }
@@ -158,7 +166,7 @@ struct Lab {
     REQUIRE(p.ok());
     fa::overlay::ApplyOptions o;
     o.backend = fa::overlay::Backend::Userspace;  // this kernel has no WireGuard
-    auto r = fa::overlay::apply(*p.mesh, o);
+    auto r = fa::overlay::apply(*p.value, o);
     INFO((r.ok() ? std::string() : r.error().message));
     REQUIRE(r.ok());
   }
@@ -170,9 +178,10 @@ struct Lab {
     mover = make_overlay_mover();
     ServiceDeps d;
     d.inspect = [this] { return inspect; };
-    json canonical = fa::overlay::to_json(*fa::overlay::parse_desired(host_mesh).mesh);
+    json canonical = fa::overlay::to_json(*fa::overlay::parse_desired(host_mesh).value);
     d.desired_mesh = [canonical] { return canonical; };
     d.mover = mover.get();
+    d.sysfs_root = w + "/sys";
     svc = std::make_unique<PodService>(std::move(*reg), d);
     svc->reconcile();  // as PodsRuntime::start: pods registered before a restart
     auto s = PodSocketServer::start(w + "/pods.sock", [this](const json& req) { return svc->handle(req); });
@@ -261,7 +270,7 @@ std::string probe_script(const std::string& ifname, bool hold) {
 
 }  // namespace
 
-TEST_CASE("crun: whole-machine pod gets the fabric and wg0, half-GPU and second pods are refused, wg0 comes back",
+TEST_CASE("crun: whole-machine pod gets the fabric and wg0, half-GPU, second and port-DOWN pods are refused, wg0 comes back",
           "[netns]") {
   Lab lab;
   REQUIRE(lab.on_host());
@@ -319,7 +328,21 @@ TEST_CASE("crun: whole-machine pod gets the fabric and wg0, half-GPU and second 
   CHECK(lab.on_host());
   CHECK(run("ip netns exec " + lab.peer_ns + " ping -c 2 -W 5 10.42.0.1 >/dev/null 2>&1").rc == 0);
 
-  // 5. A new whole-machine container gets wg0 again.
+  // 5. The fabric port goes down (no discovery pass: the daemon's inspect
+  // still says ACTIVE): the next container is refused, naming the port.
+  lab.set_port_state("1: DOWN");
+  std::string id6 = "c6-" + lab.tag;
+  lab.bundle(id6, {0, 1, 2, 3}, "touch /out/started");
+  CHECK(lab.crun_fg(id6) != 0);
+  INFO("crun: " << lab.log(id6) << "hook: " << lab.hook_log(id6));
+  CHECK(lab.hook_log(id6).find("fabric-agent: refused: no fabric port is ACTIVE (mlx5_0:1 is DOWN)\n") !=
+        std::string::npos);
+  CHECK_FALSE(fs::exists(lab.w + "/out-" + id6 + "/started"));
+  CHECK(lab.registered() == 0);
+  CHECK(lab.on_host());
+  lab.set_port_state("4: ACTIVE");
+
+  // 6. A new whole-machine container gets wg0 again.
   std::string id4 = "c4-" + lab.tag;
   lab.bundle(id4, {0, 1, 2, 3}, probe_script(lab.ifa, false));
   CHECK(lab.crun_fg(id4) == 0);

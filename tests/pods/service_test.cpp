@@ -7,6 +7,10 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+
+#include <chrono>
+#include <future>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -26,7 +30,9 @@ namespace {
 struct RecordingMover : WgMover {
   std::vector<std::string> calls;
   bool fail_take = false;
+  std::chrono::milliseconds take_time{0};  // how long moving the interface takes
   fa::Status take(const PodRecord& p, const json&) override {
+    std::this_thread::sleep_for(take_time);
     calls.push_back("take " + p.id);
     if (fail_take) return fa::Error{"netlink said no", EPERM};
     return {};
@@ -62,15 +68,24 @@ struct Fixture {
     char t[] = "/tmp/fa-pods-svc-XXXXXX";
     REQUIRE(::mkdtemp(t) != nullptr);
     dir = t;
+    set_port_state("4: ACTIVE");
     ServiceDeps d;
     d.inspect = [this] { return inspect; };
     d.desired_mesh = [this] { return desired; };
     d.mover = &mover;
+    d.sysfs_root = dir + "/sys";
     d.changed = [this] { ++changes; };
     svc = std::make_unique<PodService>(*PodRegistry::load(dir + "/pods.json"), d);
   }
   ~Fixture() { std::filesystem::remove_all(dir); }
   json persisted() { return json::parse(fa::read_text_file(dir + "/pods.json").value_or("{\"pods\":[]}")); }
+  // mlx5_0:1's state file, in the kernel's format: what the service reads
+  // at each registration, whatever the inspect snapshot says.
+  void set_port_state(const std::string& text) {
+    std::string ports = dir + "/sys/class/infiniband/mlx5_0/ports/1";
+    std::filesystem::create_directories(ports);
+    std::ofstream(ports + "/state") << text << "\n";
+  }
 };
 
 // A live process to stand for a container; killed and reaped on scope exit.
@@ -134,6 +149,23 @@ TEST_CASE("service: register moves wg0 and persists, a second pod is refused and
   CHECK(f.svc->handle(reg("b", b.pid))["ok"] == true);
 }
 
+TEST_CASE("service: listing the pods never waits for a registration in progress") {
+  // GET /v1/pods runs on the daemon's I/O thread: a registration that holds
+  // the service while it moves the interface must not hold the reader too.
+  Fixture f;
+  Child a;
+  f.mover.take_time = std::chrono::milliseconds(1500);
+  auto registering = std::async(std::launch::async, [&] { return f.svc->handle(reg("a", a.pid)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // inside take()
+  const auto t0 = std::chrono::steady_clock::now();
+  json during = f.svc->list();
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  CHECK(waited < std::chrono::milliseconds(500));
+  CHECK(during["pods"].empty());  // not registered yet
+  REQUIRE(registering.get()["ok"] == true);
+  CHECK(f.svc->list()["pods"].size() == 1);
+}
+
 TEST_CASE("service: a dead pod without poststop is reaped and no longer blocks") {
   Fixture f;
   Child a, b;
@@ -151,10 +183,16 @@ TEST_CASE("service: refusals and failures leave no registration") {
   Fixture f;
   Child a;
   SECTION("no ACTIVE fabric port") {
-    f.inspect["hcas"][0]["ports"][0]["state"] = "DOWN";
+    f.set_port_state("1: DOWN");
     json r = f.svc->handle(reg("a", a.pid));
     CHECK(r["error"]["code"] == "refused");
-    CHECK(r["error"]["message"] == "no fabric port is ACTIVE on this host (mlx5_0:1 DOWN)");
+    CHECK(r["error"]["message"] == "no fabric port is ACTIVE (mlx5_0:1 is DOWN)");
+  }
+  SECTION("fabric port state unreadable") {
+    std::filesystem::remove(f.dir + "/sys/class/infiniband/mlx5_0/ports/1/state");
+    json r = f.svc->handle(reg("a", a.pid));
+    CHECK(r["error"]["code"] == "refused");
+    CHECK(r["error"]["message"].get<std::string>().find("no fabric port is ACTIVE (mlx5_0:1 state unreadable: ") == 0);
   }
   SECTION("no mesh") {
     f.desired = nullptr;
@@ -184,6 +222,26 @@ TEST_CASE("service: refusals and failures leave no registration") {
   }
   CHECK(f.persisted()["pods"].empty());
   CHECK(f.changes == 0);
+}
+
+TEST_CASE("service: the port state is read at registration, not taken from the discovery snapshot") {
+  Fixture f;
+  Child a, b;
+  REQUIRE(f.svc->handle(reg("a", a.pid))["ok"] == true);
+  REQUIRE(f.svc->handle({{"op", "unregister"}, {"id", "a"}})["ok"] == true);
+  // The port goes down; no discovery pass runs (an InfiniBand port raises no
+  // rtnetlink event), so the snapshot still says ACTIVE.
+  f.set_port_state("1: DOWN");
+  REQUIRE(f.inspect["hcas"][0]["ports"][0]["state"] == "ACTIVE");
+  json r = f.svc->handle(reg("b", b.pid));
+  CHECK(r["ok"] == false);
+  CHECK(r["error"]["code"] == "refused");
+  CHECK(r["error"]["message"] == "no fabric port is ACTIVE (mlx5_0:1 is DOWN)");
+  CHECK(f.mover.calls == std::vector<std::string>{"take a", "give_back a"});  // nothing moved for b
+  CHECK(f.persisted()["pods"].empty());
+  // And back up: the next registration goes through, still without a pass.
+  f.set_port_state("4: ACTIVE");
+  CHECK(f.svc->handle(reg("b", b.pid))["ok"] == true);
 }
 
 TEST_CASE("service: reconcile after a restart adopts live pods and releases the others") {
@@ -301,6 +359,9 @@ TEST_CASE("runtime: what the daemon wires, hooks register over its socket, CDI s
   std::string dir = t;
   std::filesystem::create_directories(dir + "/sys/class/infiniband_verbs/uverbs0");
   std::ofstream(dir + "/sys/class/infiniband_verbs/uverbs0/ibdev") << "mlx5_0\n";
+  // The fabric port's state, which a registration reads under sysfs_root.
+  std::filesystem::create_directories(dir + "/sys/class/infiniband/mlx5_0/ports/1");
+  std::ofstream(dir + "/sys/class/infiniband/mlx5_0/ports/1/state") << "4: ACTIVE\n";
   json inspect = active_inspect();
   int changes = 0;
   auto mover = std::make_unique<RecordingMover>();

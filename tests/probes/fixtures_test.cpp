@@ -28,7 +28,7 @@ bool any_contains(const std::vector<std::string>& v, const std::string& needle) 
 
 // Everything the sysfs pass produces, rendered: the JSON of a report of
 // just these reads (HCAs, GPUs, warnings, in order) plus the PCIe paths that
-// affinity uses and to_json leaves out. The thread count must not change it.
+// affinity uses and to_json leaves out.
 std::string render(std::vector<Hca> hcas, std::vector<GpuDevice> gpus, std::vector<std::string> warnings) {
   std::string paths;
   for (const auto& h : hcas) paths += h.name + " " + h.pci_path + "\n";
@@ -40,9 +40,9 @@ std::string render(std::vector<Hca> hcas, std::vector<GpuDevice> gpus, std::vect
   return to_json(r).dump(1) + "\n" + paths;
 }
 
-std::string scan_text(const std::string& root, unsigned threads) {
+std::string scan_text(const std::string& root) {
   std::vector<std::string> w;
-  SysfsScan s = read_sysfs(root, w, threads);
+  SysfsScan s = read_sysfs(root, w);
   return render(std::move(s.hcas), std::move(s.gpus), std::move(w));
 }
 
@@ -188,7 +188,7 @@ TEST_CASE("fixture e: damaged trees give warnings naming the path, and what was 
   CHECK(s.fabric.kind == "none");
 }
 
-TEST_CASE("sysfs read by several threads: the one-thread result on every fixture") {
+TEST_CASE("one sysfs pass reads what the two readers read, warnings in reading order") {
   namespace fs = std::filesystem;
   std::vector<std::string> roots;
   for (const auto& e : fs::directory_iterator(FA_FIXTURES_DIR))
@@ -197,23 +197,15 @@ TEST_CASE("sysfs read by several threads: the one-thread result on every fixture
   REQUIRE(roots.size() >= 6);  // a..f
   for (const auto& root : roots) {
     INFO(root);
-    const std::string one = scan_text(root, 1);
-    // The old two calls, one after the other: same data, same warning order.
     std::vector<std::string> w;
-    auto hcas = read_hcas(root, w, 1);
+    auto hcas = read_hcas(root, w);
     auto gpus = read_gpus(root, w);
-    CHECK(render(std::move(hcas), std::move(gpus), std::move(w)) == one);
-    // Several rounds: each one lets the threads claim items in another order.
-    for (int round = 0; round < 5; ++round)
-      for (unsigned t : {2u, 3u, 4u, 16u, 0u}) {
-        INFO("threads " << t << ", round " << round);
-        CHECK(scan_text(root, t) == one);
-      }
+    CHECK(render(std::move(hcas), std::move(gpus), std::move(w)) == scan_text(root));
   }
-  // The damaged tree warns from several HCAs and from the PCI scan; the
-  // order is that of the one-thread pass (HCAs in listing order, then PCI).
+  // The damaged tree warns from several HCAs and from the PCI scan: HCAs in
+  // listing order, then PCI.
   std::vector<std::string> w;
-  read_sysfs(fx("e-damaged"), w, 4);
+  read_sysfs(fx("e-damaged"), w);
   REQUIRE(w.size() >= 3);
   CHECK(w.front().find("mlx5_0/") != std::string::npos);
   CHECK(w.back().find("bus/pci/devices") != std::string::npos);
@@ -266,8 +258,6 @@ TEST_CASE("random damage to a fixture never crashes and always renders") {
     REQUIRE_NOTHROW(out = to_json(r).dump());
     REQUIRE_NOTHROW(to_table(r));
     REQUIRE_FALSE(out.empty());
-    // Damaged or not, threads do not change what is read.
-    REQUIRE(scan_text(root, 3) == scan_text(root, 1));
   }
 }
 

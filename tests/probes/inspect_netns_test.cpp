@@ -343,37 +343,3 @@ TEST_CASE("fixture f: the real rxe0 dump on vethA 192.168.77.1/24 is a RoCE fabr
   CHECK(h["ports"][0]["gids"].size() == 2);  // 1022 empty slots skipped
   CHECK(j["counters"]["rxe0:1"]["hw_counters"]["lifespan"] == 12);
 }
-
-TEST_CASE("FA_INSPECT_THREADS: one thread and several print the same bytes on every fixture") {
-  // One namespace with the networks of fixtures a, b and f, so the RoCE
-  // paths (rtnetlink, GID choice, several fabrics) are part of the output.
-  Netns ns;
-  ns.dummy("ens5f0np0", "203.0.113.10/24");
-  ns.run("ip route add default via 203.0.113.1 dev ens5f0np0");
-  ns.dummy("ens3np0", "10.20.0.11/16");
-  ns.dummy("ens4np0", "10.20.0.12/16");
-  ns.dummy("vethA", "192.168.77.1/24");
-  TempConfig cfg("provider_id: prov-test\n");
-  for (const char* f : {"a-ib-8gpu", "b-roce", "c-roce-vlan", "d-none", "e-damaged", "f-rxe"}) {
-    for (const char* mode : {"--json", ""}) {
-      auto run = [&](const std::string& threads) {
-        Run r = capture("FA_INSPECT_THREADS=" + threads + " ip netns exec " + ns.name() + " " + binary() +
-                        " inspect --sysfs-root " + fx(f) + " " + cfg.arg() + " " + mode);
-        INFO(f << " " << mode << " FA_INSPECT_THREADS=" << threads << ": " << r.out);
-        REQUIRE(r.rc == 0);
-        return r.out;
-      };
-      std::string one = run("1");
-      INFO(f << " " << mode);
-      CHECK(one.find(*mode ? "\"hcas\"" : "NCCL_SOCKET_IFNAME=") != std::string::npos);
-      for (const char* t : {"2", "4", "0"}) CHECK(run(t) == one);
-    }
-  }
-}
-
-TEST_CASE("FA_INSPECT_THREADS: a bad value is refused with what is accepted") {
-  Run r = capture("FA_INSPECT_THREADS=many " + binary() + " inspect --sysfs-root " + fx("d-none") + " 2>&1");
-  CHECK(r.rc == 2);
-  CHECK(r.out.find("FA_INSPECT_THREADS='many'") != std::string::npos);
-  CHECK(r.out.find("0-256") != std::string::npos);
-}

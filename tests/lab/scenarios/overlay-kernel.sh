@@ -43,11 +43,8 @@ step "peers: each node gets the other"
 peer() { printf '[{"public_key":"%s","endpoint":"%s","allowed_ips":["%s"]}]' "$@"; }
 mesh_doc wg0 10.42.0.1/24 51820 "$(peer "$pub_b" 192.168.99.2:51820 10.42.0.2/32)" > "$W/a1.json"
 mesh_doc wg0 10.42.0.2/24 51820 "$(peer "$pub_a" 192.168.99.1:51820 10.42.0.1/32)" > "$W/b1.json"
-FA_LOG_LEVEL=debug on a fabric-agent mesh apply --json --file "$W/a1.json" > "$LAST" 2> "$W/a1.log"
+on a fabric-agent mesh apply --json --file "$W/a1.json" > "$LAST"
 assert_eq "$(jl .changes.created)" false "node a adopted"
-assert_contains "$(cat "$W/a1.log")" "device read at" "node a: the device was read"
-assert_not_contains "$(cat "$W/a1.log")" "asked while the file was parsed" \
-  "a one-peer file is too short to hide a thread: the device was read after the parse"
 assert_eq "$(jl .changes.peers_added)" 1 "node a: one peer added"
 assert_eq "$(jl .public_key)" "$pub_a" "generated key read back from the kernel"
 apply_on b "$W/b1.json"
@@ -98,10 +95,8 @@ big_doc() {  # big_doc SEED: 1000 peers of keys drawn from SEED
 }
 big_doc 7 > "$W/big.json"
 sleep 1.1  # handshake times have one-second resolution
-FA_LOG_LEVEL=debug apply_on a "$W/big.json" --overlay-cidr 10.64.0.0/10 2> "$W/big.log"
+apply_on a "$W/big.json" --overlay-cidr 10.64.0.0/10
 assert_eq "$(jl .backend)" kernel "wgbig backend"
-assert_contains "$(cat "$W/big.log")" "request(s) sent from a thread" \
-  "1000 new peers with a report to build: the requests went out from a thread"
 assert_eq "$(jl .changes.peers_added)" 1000 "1000 peers added"
 jq -r '.peers[] | .public_key as $k | .allowed_ips[] | $k + " " + .' "$W/big.json" | sort > "$W/big.want"
 on a wg show wgbig allowed-ips | awk '{ for (i = 2; i <= NF; i++) print $1, $i }' | sort > "$W/big.got"
@@ -111,10 +106,8 @@ assert_cmd "every peer and allowed IP as sent (incl. the 701-IP peer, ~20 KB, ac
 jq -r '.peers[] | .public_key + "\t" + .endpoint' "$W/big.json" | sort > "$W/ep.want"
 on a wg show wgbig endpoints | sort > "$W/ep.got"
 assert_cmd "every endpoint as sent" cmp "$W/ep.want" "$W/ep.got"
-FA_LOG_LEVEL=debug apply_on a "$W/big.json" --overlay-cidr 10.64.0.0/10 2> "$W/big2.log"
+apply_on a "$W/big.json" --overlay-cidr 10.64.0.0/10
 assert_eq "$(jl .changes.device_changed)" false "1000-peer re-apply is a no-op (dump merged correctly)"
-assert_contains "$(cat "$W/big2.log")" "(1000 peers, asked while the file was parsed)" \
-  "the 1000-peer device was read while the file was parsed (EarlyGet's thread)"
 step "1000 other peers replace the list in one step"
 big_doc 8 > "$W/big8.json"
 FA_LOG_LEVEL=debug apply_on a "$W/big8.json" --overlay-cidr 10.64.0.0/10 2> "$W/big8.log"
@@ -126,36 +119,6 @@ on a wg show wgbig allowed-ips | awk '{ for (i = 2; i <= NF; i++) print $1, $i }
 assert_cmd "exactly the new peers and allowed IPs" cmp "$W/big8.want" "$W/big8.got"
 assert_eq "$(jl '.peers | length')" 1000 "the report lists the 1000 new peers"
 assert_eq "$(on a wg show wg0 latest-handshakes)" "$hs0" "wg0 session untouched by wgbig"
-# Kernel numbers for bench/mesh (emulated CPU: only the ratio means much):
-# 1000 peers onto an up interface with none, agent vs `wg setconf` (its
-# config holds the private key: guest /tmp, never the host-kept $LAB_OUT).
-# Every input and output of the timed commands on the guest's tmpfs, for
-# both tools: $LAB_OUT is the 9p share, a round trip to QEMU per access.
-mesh_doc wgbig 10.64.0.1/10 51999 '[]' > /tmp/big0.json
-cp "$W/big.json" /tmp/big.json
-LAST=/tmp/last.json
-apply_on a /tmp/big0.json --overlay-cidr 10.64.0.0/10
-on a wg showconf wgbig | sed -n '1,/^$/p' | grep -v '^$' > /tmp/w0.conf
-{ cat /tmp/w0.conf; jq -r '.peers[] | "\n[Peer]\nPublicKey = \(.public_key)\nEndpoint = \(.endpoint)\nAllowedIPs = \(.allowed_ips | join(","))"' "$W/big.json"; } > /tmp/w1000.conf
-: > "$W/times"
-for r in 1 2 3; do
-  apply_on a /tmp/big0.json --overlay-cidr 10.64.0.0/10
-  t0=$EPOCHREALTIME
-  apply_on a /tmp/big.json --overlay-cidr 10.64.0.0/10
-  t1=$EPOCHREALTIME
-  lib=$(jl .changes.elapsed_us)
-  on a wg setconf wgbig /tmp/w0.conf
-  t2=$EPOCHREALTIME
-  on a wg setconf wgbig /tmp/w1000.conf
-  t3=$EPOCHREALTIME
-  assert_eq "$(on a wg show wgbig peers | wc -l)" 1000 "wg setconf put 1000 peers (run $r)"
-  echo "$t0 $t1 $t2 $t3 $lib" >> "$W/times"
-done
-ratio=$(awk '{ a[NR] = ($2 - $1) * 1000; w[NR] = ($4 - $3) * 1000; l[NR] = $5 / 1000 }
-  function med(x,  i, j, t) { for (i = 1; i <= 3; i++) for (j = i + 1; j <= 3; j++) if (x[j] < x[i]) { t = x[i]; x[i] = x[j]; x[j] = t }; return x[2] }
-  END { am = med(a); wm = med(w); lm = med(l); printf "agent_ms=%.1f wg_ms=%.1f ratio=%.2f agent_lib_ms=%.1f lib_ratio=%.2f", am, wm, am / wm, lm, lm / wm }' "$W/times")
-note "1000 peers, kernel backend, median of 3: $ratio"
-echo "$ratio" > "$LAB_OUT/mesh-ratio.txt"
 on a fabric-agent mesh down --interface wgbig
 LAST=$W/last.json
 
