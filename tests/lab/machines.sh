@@ -10,8 +10,8 @@
 # layer, which survives the machine's reboots (same QEMU process) and goes
 # with the run; the lab kernel with a small initramfs (guest/root-init) that
 # mounts the disk and switch_roots to systemd; NICs:
-#   fabric  virtio-net on a segment only the machines share (QEMU dgram netdevs
-#           over unix sockets, point to point), 192.168.77.(N+1)/24, rxe0
+#   fabric  virtio-net on a segment only the machines share (a QEMU stream netdev
+#           over a unix socket, point to point), 192.168.77.(N+1)/24, rxe0
 #   uplink  QEMU user networking with restrict=on (nothing leaves it), 10.0.2.15
 #           with the default route, rxe_up; a port forward 127.0.0.1:PORT ->
 #           the API (M_API_PORT[N])
@@ -109,23 +109,37 @@ m_free_port() {
 
 # m_boot N: starts machine N (0-based) in the background.
 m_boot() {
-  local n=$1 d=$RUN_DIR/node$1 peer kernel=$KDIR/root/boot/vmlinuz-$KVER bios=()
+  local n=$1 d=$RUN_DIR/node$1 kernel=$KDIR/root/boot/vmlinuz-$KVER bios=()
   mkdir -p "$d/share"
   [ ! -f "$KDIR/vmlinux" ] || kernel=$KDIR/vmlinux
   [ ! -f /usr/share/qemu/qboot.rom ] || bios=(-bios qboot.rom)
-  peer=$(( n == 0 ? 1 : 0 ))
+  # The fabric: a unix stream socket node0 listens on and node1 connects to.
+  # A stream carries every frame or makes the sender wait, as a switch with
+  # flow control would; over datagrams the host dropped frames when a machine
+  # fell behind, and soft-RoCE's go-back-N recovery then failed the RDMA
+  # probe now and then (remote invalid request, timeout).
+  local fabric="stream,id=fab,addr.type=unix,addr.path=$RUN_DIR/fabric.sock,server=off"
+  if [ "$n" -eq 0 ]; then
+    fabric="stream,id=fab,addr.type=unix,addr.path=$RUN_DIR/fabric.sock,server=on"
+  else
+    # QEMU 7.2 does not reconnect: node0's QEMU must listen first.
+    retry 100 0.1 test -S "$RUN_DIR/fabric.sock" || fail "node$n: node0's fabric socket $RUN_DIR/fabric.sock did not appear"
+  fi
   [ -n "${M_API_PORT[$n]:-}" ] || M_API_PORT[$n]=$(m_free_port)
   # norandmaps: under TCG a process with address randomisation translates all
   # its code anew, one without reuses the previous translations (docs/lab.md,
   # "Timing a process under TCG"): the boot takes 26 s of userspace instead of 36.
-  local append="console=ttyS0 loglevel=${FA_LAB_LOGLEVEL:-4} norandmaps lab.node=$n systemd.hostname=node$n"
+  # no_timer_check: on a busy host the vCPU can be descheduled while the
+  # kernel checks the IO-APIC timer, which then panics ("IO-APIC + timer
+  # doesn't work!"); the emulated timer is fine.
+  local append="console=ttyS0 loglevel=${FA_LAB_LOGLEVEL:-4} norandmaps no_timer_check lab.node=$n systemd.hostname=node$n"
   append+=" systemd.machine_id=$(printf 'fa1ab%027x' "$((n + 1))") systemd.show_status=error"
   [ -z "${FA_LAB_APPEND:-}" ] || append+=" $FA_LAB_APPEND"
   "$QEMU" "${QEMU_ACCEL[@]}" -M pc "${bios[@]}" -smp "$M_SMP" -m "$MEM" -nodefaults -no-user-config \
     -display none -kernel "$kernel" -initrd "$M_INITRD" -append "$append" \
     -drive "file=$M_IMG,format=raw,if=none,id=disk,snapshot=on,cache=unsafe" \
     -device virtio-blk-pci,drive=disk \
-    -netdev "dgram,id=fab,local.type=unix,local.path=$RUN_DIR/fab$n.sock,remote.type=unix,remote.path=$RUN_DIR/fab$peer.sock" \
+    -netdev "$fabric" \
     -device "virtio-net-pci,netdev=fab,mac=52:54:00:fa:00:0$n" \
     -netdev "user,id=up,restrict=on,net=10.0.2.0/24,host=10.0.2.2,hostfwd=tcp:127.0.0.1:${M_API_PORT[$n]}-10.0.2.15:7471" \
     -device "virtio-net-pci,netdev=up,mac=52:54:00:0e:00:0$n" \
@@ -136,7 +150,7 @@ m_boot() {
     -device virtconsole,chardev=con \
     -fsdev "local,id=lab,path=$d/share,security_model=none" \
     -device virtio-9p-pci,fsdev=lab,mount_tag=lab \
-    -serial "file:$d/console.log" 2>"$d/qemu.err" &
+    -serial "file:$d/console.log" -pidfile "$d/qemu.pid" 2>"$d/qemu.err" &
   M_PID[$n]=$!
   M_T0[$n]=$(now)
   [ "$n" -lt "$M_N" ] || M_N=$((n + 1))
@@ -233,14 +247,39 @@ machines_main() {
   mkdir -p "$RUN_DIR/out"
   log "scenario $name: machines from $(basename "$M_IMG"), kernel $KVER, ${QEMU_ACCEL[*]}, -smp $M_SMP -m $MEM, package $(basename "$M_DEB"); run folder $RUN_DIR"
   export RUN_DIR M_DEB
+  [ -n "$TIMEOUT_GIVEN" ] || TIMEOUT=1800
   (
     LAB_OUT=$RUN_DIR/out
     # shellcheck source=guest/lib.sh
     source "$LAB_DIR/guest/lib.sh"
     trap 'rc=$?; [ "$MODE" != shell ] || m_hold "$rc"; m_stop_all; _lab_on_exit' EXIT
+    trap 'exit 124' TERM
     # shellcheck disable=SC1090
     source "$file"
-  ) || rc=$?
+  ) &
+  local spid=$! wpid= pf i
+  # The scenario's time limit (not in --shell, where the machines wait for you).
+  if [ "$MODE" != shell ]; then
+    (
+      for ((i = 0; i < TIMEOUT; i++)); do sleep 1; kill -0 "$spid" 2>/dev/null || exit 0; done
+      touch "$RUN_DIR/timed-out"
+      # The machines first: a command waiting in one then ends at once.
+      for pf in "$RUN_DIR"/node*/qemu.pid; do [ ! -f "$pf" ] || kill "$(cat "$pf")" 2>/dev/null || true; done
+      kill -TERM "$spid" 2>/dev/null
+    ) &
+    wpid=$!
+  fi
+  wait "$spid" || rc=$?
+  [ -z "${wpid:-}" ] || { kill "$wpid" 2>/dev/null; wait "$wpid" 2>/dev/null || true; }
+  local pf
+  for pf in "$RUN_DIR"/node*/qemu.pid; do
+    # A scenario stopped mid-command leaves its machines: QEMU wrote their pids.
+    [ ! -f "$pf" ] || kill "$(cat "$pf")" 2>/dev/null || true
+  done
+  if [ -e "$RUN_DIR/timed-out" ]; then
+    for pf in "$RUN_DIR"/node*/console.log; do m_console_tail "$(basename "$(dirname "$pf")" | tr -dc 0-9)"; done
+    die "scenario $name: stopped after ${TIMEOUT}s (--timeout); run folder kept: $RUN_DIR"
+  fi
   local timing="prepare ${t_prep}s, total $(since "$T_START")s"
   if [ "$rc" -ne 0 ]; then
     log "scenario $name FAILED with status $rc ($timing); run folder kept: $RUN_DIR"
