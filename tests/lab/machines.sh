@@ -207,10 +207,15 @@ m_hold() {
   {
     echo
     echo "lab: scenario exited $1; the machines stay up. A root shell on each (Ctrl-] leaves it):"
+    # The API, with the header file (mode 0600) a scenario wrote as
+    # RUN/authN: never the token itself, which would land in the terminal and
+    # in CTest's log.
     for ((n = 0; n < M_N; n++)); do
-      echo "  node$n: python3 $LAB_DIR/qga.py console $RUN_DIR/node$n/console.sock" \
-        "   (one command: python3 $LAB_DIR/qga.py exec $RUN_DIR/node$n/qga.sock -- CMD;" \
-        "API: https://127.0.0.1:${M_API_PORT[$n]:-})"
+      echo "  node$n:"
+      echo "    python3 $LAB_DIR/qga.py console $RUN_DIR/node$n/console.sock"
+      echo "    python3 $LAB_DIR/qga.py exec $RUN_DIR/node$n/qga.sock -- 'systemctl status fabric-agent'"
+      [ -z "${M_API_PORT[$n]:-}" ] || [ ! -f "$RUN_DIR/auth$n" ] ||
+        echo "    curl --cacert $RUN_DIR/tls/ca.crt -H @$RUN_DIR/auth$n https://127.0.0.1:${M_API_PORT[$n]}/v1/status"
     done
   } >&2
   if [ -t 0 ]; then
