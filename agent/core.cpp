@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "agent/rdma_service.hpp"
+#include "common/fault.hpp"
 #include "common/log.hpp"
 #include "common/random.hpp"
 
@@ -259,12 +260,13 @@ void Core::recover_locked(const Config& cfg) {
   }
   desired_ = std::make_shared<overlay::DesiredMesh>(std::move(*v.value));
   log->warn("state rebuilt from live interface {}: {} peers kept", cfg.overlay.interface, desired_->peers.size());
-  if (Status s = store_->save(PersistedState{*desired_}); !s) log->error("state: {}", s.error().message);
+  if (Status s = store_->save(PersistedState{*desired_, std::nullopt}); !s) log->error("state: {}", s.error().message);
 }
 
 Status Core::start(const std::function<void()>& before_first_refresh) {
   auto log = fa::logger("state");
   const Config cfg = config();
+  std::optional<Removal> removing;
   {
     std::lock_guard lk(op_mu_);
     overlay::ParseOptions po;
@@ -273,6 +275,7 @@ Status Core::start(const std::function<void()>& before_first_refresh) {
     auto loaded = store_->load();
     if (!loaded) return Error{"state: " + loaded.error().message, loaded.error().sys_errno};
     if (loaded->state.mesh) desired_ = std::make_shared<overlay::DesiredMesh>(std::move(*loaded->state.mesh));
+    removing = loaded->state.removing;
     if (!loaded->moved_aside.empty()) {
       log->error("state file {}/state.json is unusable ({}); moved it to {} and rebuilding from the kernel's view",
                  cfg.state_dir, loaded->problem, loaded->moved_aside);
@@ -290,6 +293,16 @@ Status Core::start(const std::function<void()>& before_first_refresh) {
   if (before_first_refresh) before_first_refresh();
   {
     std::lock_guard lk(op_mu_);
+    if (mesh_ && !desired_ && removing) {
+      // A DELETE cut short: finish it (wherever a pod may hold the interface).
+      auto netns = pods_.interface_netns ? pods_.interface_netns() : std::nullopt;
+      if (Status s = mesh_->down(removing->interface, netns ? netns : removing->netns); s) {
+        fa::logger("mesh")->info("{}: removal finished (the mesh was deleted before the last stop)", removing->interface);
+        if (Status w = store_->save(PersistedState{}); !w) log->warn("state: {}", w.error().message);
+      } else {
+        fa::logger("mesh")->error("{}: could not finish the removal: {}", removing->interface, s.error().message);
+      }
+    }
     if (mesh_ && desired_) {
       auto mlog = fa::logger("mesh");
       std::optional<overlay::DesiredMesh> copy;
@@ -522,19 +535,21 @@ ApiResult Core::change_locked(overlay::DesiredMesh next, const overlay::PeerChan
   auto log = fa::logger("mesh");
   const bool persist = !desired_ || *desired_ != next;
   if (persist)
-    if (Status s = peers ? store_->append(*peers, next) : store_->save(PersistedState{next}); !s) {
+    if (Status s = peers ? store_->append(*peers, next) : store_->save(PersistedState{next, std::nullopt}); !s) {
       log->error("state: {}", s.error().message);
       return ApiFailure{500, "state_write_failed", "nothing changed: " + s.error().message, "", nullptr};
     }
+  fault_point("daemon: desired state persisted, not applied");
   std::optional<overlay::DesiredMesh> copy;
   auto r = peers ? mesh_->apply_peers(placed_locked(*desired_, copy), *peers) : mesh_->apply(placed_locked(next, copy));
   if (!r) {
     log->error("{}: apply failed: {}", next.interface, r.error().message);
     if (persist)
-      if (Status s = store_->save(PersistedState{desired_ ? std::optional(*desired_) : std::nullopt}); !s)
+      if (Status s = store_->save(PersistedState{desired_ ? std::optional(*desired_) : std::nullopt, std::nullopt}); !s)
         log->error("state: writing back the previous mesh after the failed apply: {}", s.error().message);
     return ApiFailure{500, "apply_failed", r.error().message, "", nullptr};
   }
+  fault_point("daemon: applied, not published");
   desired_ = std::make_shared<overlay::DesiredMesh>(std::move(next));
   live_ = true;
   live_error_.clear();
@@ -552,10 +567,11 @@ ApiResult Core::delete_mesh() {
   const Config cfg = config();
   std::lock_guard lk(op_mu_);
   const std::string ifname = desired_ ? desired_->interface : cfg.overlay.interface;
-  // Forgotten first: a removal that fails half-way is retried by the
-  // control plane, never undone by a refresh that recreates the interface.
+  // Forgotten first, with the removal to finish: a removal cut short (a
+  // crash) is finished at the next start, one that fails is retried by the
+  // control plane, and neither is undone by a refresh recreating it.
   if (desired_)
-    if (Status s = store_->save(PersistedState{}); !s)
+    if (Status s = store_->save(PersistedState{std::nullopt, Removal{ifname, desired_->netns}}); !s)
       return ApiFailure{500, "state_write_failed", "nothing changed: " + s.error().message, "", nullptr};
   const bool had = desired_ != nullptr;
   std::optional<std::string> netns = desired_ ? netns_locked(*desired_) : std::nullopt;
@@ -565,7 +581,10 @@ ApiResult Core::delete_mesh() {
     publish_locked(parts_locked(false, ""));
     return ApiFailure{500, "down_failed", s.error().message, "", nullptr};
   }
-  if (had) log->info("{}: mesh removed", ifname);
+  if (had) {
+    log->info("{}: mesh removed", ifname);
+    if (Status s = store_->save(PersistedState{}); !s) log->warn("state: {}", s.error().message);
+  }
   live_ = false;
   live_error_.clear();
   publish_locked(parts_locked(false, ""));

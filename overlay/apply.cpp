@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <thread>
 #include <unordered_map>
 
+#include "common/fault.hpp"
 #include "common/fs.hpp"
 #include "common/log.hpp"
 #include "common/secure.hpp"
@@ -57,9 +59,15 @@ Result<Backend> detect_backend(const LinkInfo& li, const std::string& ifname, co
     reason = "existing kernel wireguard interface adopted";
     return Backend::Kernel;
   }
-  if (auto srv = uapi_server_pid(uapi_dir, ifname)) {
-    reason = "existing interface served by wireguard-go (pid " + std::to_string(*srv) + ") adopted";
-    return Backend::Userspace;
+  // A tun whose wireguard-go is still starting (it makes the tun, then its
+  // socket) is given a moment: a daemon killed while it started one finds
+  // that one again after a restart.
+  for (int i = 0; i < (li.kind == "tun" ? 40 : 1); ++i) {
+    if (auto srv = uapi_server_pid(uapi_dir, ifname)) {
+      reason = "existing interface served by wireguard-go (pid " + std::to_string(*srv) + ") adopted";
+      return Backend::Userspace;
+    }
+    if (li.kind == "tun") std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return Error{"interface " + ifname + " exists (kind '" + li.kind +
                    "') but is neither a kernel wireguard link nor served by wireguard-go at " +
@@ -145,12 +153,14 @@ Result<Located> locate_or_create(const std::string& ifname, const std::optional<
     if (!b) return b.take_error();
     loc.backend = *b;
     loc.created = true;
+    fault_point("overlay: interface created, not configured");
     fa::logger("overlay")->info("{}: created with the {} backend: {}", ifname, backend_name(loc.backend),
                                 loc.reason);
   }
   if (loc.ns && !in_target) {
     if (auto s = rtnl_move_to_netns(ifname, loc.ns->get()); !s) return s.take_error();
     loc.moved = true;
+    fault_point("overlay: interface moved into its namespace");
     fa::logger("overlay")->info("{}: moved into netns {}", ifname, *netns);
   }
   if (loc.ns) {
@@ -213,6 +223,7 @@ Result<bool> configure_link(const DesiredMesh& m) {
   if (m.mtu && link.mtu != *m.mtu) {
     if (auto s = rtnl_set_mtu(m.interface, *m.mtu); !s) return s.take_error();
     changed = true;
+    fault_point("overlay: MTU set");
   }
   bool have = false;
   for (const auto& a : link.addrs) {
@@ -221,11 +232,13 @@ Result<bool> configure_link(const DesiredMesh& m) {
     } else if (a.family == AF_INET) {
       if (auto s = rtnl_del_addr(link.ifindex, a); !s) return s.take_error();
       changed = true;
+      fault_point("overlay: an old address removed");
     }
   }
   if (!have) {
     if (auto s = rtnl_add_addr(link.ifindex, m.address); !s) return s.take_error();
     changed = true;
+    fault_point("overlay: address added, link maybe down");
   }
   if (!link.up) {
     if (auto s = rtnl_set_up(m.interface); !s) return s.take_error();
@@ -294,8 +307,10 @@ Result<ApplyResult> apply(const DesiredMesh& m, const ApplyOptions& opt) {
   if (change.replace_peers)
     fa::logger("overlay")->debug("{}: no current peer stays: the peer list is replaced in one step ({} go)",
                                  m.interface, r.peers_removed);
-  if (r.device_changed)
+  if (r.device_changed) {
     if (auto s = set(*be, change, m.interface); !s) return s.take_error();
+    fault_point("overlay: device set, link not configured");
+  }
   log_change(r);
   auto link = configure_link(m);
   if (!link) return link.take_error();

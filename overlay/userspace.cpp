@@ -20,6 +20,7 @@
 #include <thread>
 #include <utility>
 
+#include "common/fault.hpp"
 #include "common/fs.hpp"
 #include "common/log.hpp"
 #include "common/secure.hpp"
@@ -108,6 +109,7 @@ class UserspaceBackend : public WgBackend {
     auto w = send_all(*fd, req, "UAPI write");
     fa::secure_wipe(req.data(), req.size());  // may hold the private key
     if (!w) return drop(w.take_error());
+    fault_point("wireguard-go: set request sent, not answered");
     auto reply = read_reply(*fd);
     if (!reply) return drop(reply.take_error());
     return uapi_parse_set_reply(*reply);
@@ -207,6 +209,7 @@ Result<pid_t> start_wireguard_go(const std::string& binary, const std::string& i
     ::execvpe(bin.c_str(), argv, envp.data());
     ::_exit(127);
   }
+  fault_point("wireguard-go: started, pid not recorded");
   if (auto w = write_file_atomic(pid_file(state_dir, ifname), std::to_string(pid) + "\n", 0600); !w)
     log->warn("{}: cannot record wireguard-go pid {}: {}", ifname, pid, w.error().message);
   // Wait until it serves the UAPI socket (it creates the tun first).
