@@ -290,6 +290,8 @@ machines_main() {
   fi
   local timing="prepare ${t_prep}s, total $(since "$T_START")s"
   if [ "$rc" -ne 0 ]; then
+    # Only FA_LAB=off skips: a scenario's own 77 is a failure, not a skip.
+    [ "$rc" -ne "$SKIP_RC" ] || { log "scenario $name exited $SKIP_RC: a scenario cannot skip"; rc=1; }
     log "scenario $name FAILED with status $rc ($timing); run folder kept: $RUN_DIR"
     exit "$rc"
   fi
