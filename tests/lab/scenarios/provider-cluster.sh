@@ -61,7 +61,7 @@ vm 1 "install -d -m 0700 /var/lib/fabric-agent && (umask 022; od -An -vtx1 -N32 
 p0=$(vm_start 0 "cd /lab/files && apt install -y ./$deb 2>&1")
 p1=$(vm_start 1 "cd /lab/files && apt install -y ./$deb 2>&1")
 rc=0; out=$(vm_collect 0 "$p0") || rc=$?
-[ "$rc" -eq 0 ] || { echo "$out"; fail "node0: apt install ./$deb exited $rc"; }
+[ "$rc" -eq 0 ] || { echo "$out"; vm 0 'systemctl status --no-pager fabric-agent' || true; fail "node0: apt install ./$deb exited $rc"; }
 rc=0; out=$(vm_collect 1 "$p1") || rc=$?
 assert_ne "$rc" 0 "node1: apt install's status with a service that cannot start (token mode 0644)"
 assert_contains "$out" "fabric-agent: the service did not start" "node1: apt install's output"
