@@ -122,6 +122,8 @@ for n in 0 1; do
   m=$API_OUT
   assert_eq "$(jq -r .desired.address <<<"$m")" "10.42.0.$((n + 1))/24" "node$n: the desired mesh's address"
   assert_eq "$(jq -r '.live.peers | length' <<<"$m")" 1 "node$n: live peers"
+  # Kernel WireGuard (the machines have the module), not wireguard-go's tun.
+  assert_match "$(vm "$n" 'ip -d -o link show dev wg0')" ' wireguard ' "node$n: wg0's link kind"
 done
 
 step "a renter's whole-machine container on each machine (podman --device fabric-agent.io/rdma=all)"
