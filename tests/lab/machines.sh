@@ -247,6 +247,11 @@ machines_main() {
   local file=$1 name rc=0 t_prep
   name=$(basename "$file" .sh)
   M_SMP=${FA_LAB_SMP:-2}
+  # The host's side of a machines scenario: the control plane's client and
+  # TLS, the metrics check, the guest agent's client, the disk's recipe.
+  local t missing=()
+  for t in curl openssl promtool python3 dpkg-deb mke2fs unshare; do command -v "$t" >/dev/null 2>&1 || missing+=("$t"); done
+  [ ${#missing[@]} -eq 0 ] || die "missing ${missing[*]} on the host (scripts/deps.sh --test --lab installs them)"
   m_deb_resolve "$DEB"
   m_image
   m_initrd
