@@ -8,6 +8,7 @@
 #include "common/fault.hpp"
 #include "common/log.hpp"
 #include "common/random.hpp"
+#include "probes/check.hpp"
 
 namespace fa::agent {
 
@@ -131,13 +132,13 @@ bool StatusParts::operator==(const StatusParts& o) const {
   return starting == o.starting && inspect == o.inspect && mesh_available == o.mesh_available && same_mesh &&
          mesh_live == o.mesh_live && mesh_error == o.mesh_error && public_key == o.public_key &&
          endpoint == o.endpoint && interface == o.interface && listen_port == o.listen_port && pods == o.pods &&
-         warnings == o.warnings;
+         health == o.health && warnings == o.warnings;
 }
 
 const std::string& Snapshot::body() const {
   std::call_once(rendered_, [this] {
     // The keys in the order a document would sort them.
-    body_ = "{\"inspect\":" + parts.inspect + ",\"mesh\":" +
+    body_ = "{\"health\":" + parts.health + ",\"inspect\":" + parts.inspect + ",\"mesh\":" +
             (parts.starting ? std::string("null") : mesh_block(parts).dump(-1, ' ', false, json::error_handler_t::replace)) +
             ",\"pods\":" + parts.pods + ",\"warnings\":" +
             json(parts.warnings).dump(-1, ' ', false, json::error_handler_t::replace) + "}";
@@ -341,6 +342,8 @@ StatusParts Core::parts_locked(bool live, const std::string& error) {
     p.pods = (l.is_object() && l.contains("pods") ? l["pods"] : json::array())
                  .dump(-1, ' ', false, json::error_handler_t::replace);
   }
+  p.health = json{{"healthy", conditions_.empty()}, {"conditions", probes::to_json(conditions_)}}.dump(
+      -1, ' ', false, json::error_handler_t::replace);
   p.warnings = warnings_;
   return p;
 }
@@ -362,15 +365,18 @@ void Core::publish_locked(StatusParts parts) {
 void Core::refresh() {
   auto log = fa::logger("agent");
   auto t0 = std::chrono::steady_clock::now();
+  const Config cfg = config();
   std::lock_guard lk(op_mu_);
   warnings_.clear();
   json inspect = nullptr;
   fabric_address_.reset();
+  std::optional<probes::Report> report;
   if (discovery_) {
     auto r = discovery_->discover();
     if (r) {
       if (r->fabric.kind == "roce") fabric_address_ = r->fabric.address;
       inspect = probes::to_json(*r);
+      report = std::move(*r);
     } else {
       ++refresh_failures_;
       warnings_.push_back("discovery failed: " + r.error().message);
@@ -401,6 +407,25 @@ void Core::refresh() {
     else if (r->created || r->device_changed || r->link_changed)
       fa::logger("mesh")->warn("{}: had drifted from the desired mesh; restored (changes: {})", m.interface,
                                to_json(*r)["changes"].dump());
+  }
+  // Health: the discovery and, with a mesh, the peers' handshakes.
+  if (report) {
+    std::vector<probes::PeerSeen> peers;
+    if (mesh_ && desired_ && live_)
+      if (auto s = mesh_->show(desired_->interface, netns_locked(*desired_)))
+        for (const auto& p : s->device.peers) peers.push_back({overlay::key_to_base64(p.public_key), p.last_handshake_sec});
+    health_.configure(probes::health_from_config(cfg));
+    auto now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch());
+    auto before = conditions_;
+    conditions_ = health_.observe(*report, cfg.sysfs_root, peers, now.count());
+    for (const auto& c : conditions_)
+      if (std::find(before.begin(), before.end(), c) == before.end())
+        log->warn("health: {}", probes::condition_line(c));
+    for (const auto& c : before)
+      if (std::find_if(conditions_.begin(), conditions_.end(), [&](const probes::Condition& n) {
+            return n.code == c.code && n.subject == c.subject;
+          }) == conditions_.end())
+        log->info("health: cleared: {}: {}", c.subject, c.code);
   }
   publish_locked(parts_locked(live_, live_error_));
   ++refreshes_;
@@ -616,7 +641,13 @@ std::string Core::metrics_text() {
     snap = snap_;
     inspect = inspect_full_;
   }
+  json health;
+  {
+    std::lock_guard lk(op_mu_);
+    health = probes::to_json(conditions_);
+  }
   MetricsInput in;
+  in.health = &health;
   in.inspect = inspect.get();
   in.mesh_live = live ? &*live : nullptr;
   in.generation = snap->generation;

@@ -24,14 +24,16 @@ std::string shown(const json& v) { return v.is_string() ? v.get<std::string>() :
 // silently fall back to a default and measure the wrong port.
 std::optional<ApiFailure> only_keys(const json& body, std::initializer_list<const char*> keys) {
   if (!body.is_object()) return invalid("", shown(body), "expected a JSON object");
-  for (const auto& [k, v] : body.items()) {
+  for (const auto& item : body.items()) {
+    const std::string& k = item.key();
     bool known = false;
     std::string accepted;
     for (const char* key : keys) {
       known = known || k == key;
       accepted += (accepted.empty() ? "" : ", ") + std::string(key);
     }
-    if (!known) return invalid(k, shown(v), "unknown key; accepted: " + accepted);
+    // Not echoed: a misspelt "key" holds a secret.
+    if (!known) return invalid(k, "(not shown)", "unknown key; accepted: " + accepted);
   }
   return std::nullopt;
 }
@@ -45,6 +47,18 @@ std::optional<ApiFailure> read(const json& body, const char* key, Parse parse, s
   auto r = parse(text);
   if (!r) return invalid(key, text, r.error().message);
   out = *r;
+  return std::nullopt;
+}
+
+// The probe key: a secret, so neither the message nor the details echo it.
+std::optional<ApiFailure> read_key(const json& body, rdma::Key& out) {
+  if (!body.contains("key"))
+    return invalid("key", "", "required: the probe key both agents share (hex or base64 of at least 32 random bytes)");
+  const json& v = body["key"];
+  if (!v.is_string()) return invalid("key", "(not shown)", "expected a string (hex or base64 of at least 32 random bytes)");
+  auto k = rdma::Key::parse(v.get_ref<const std::string&>());
+  if (!k) return invalid("key", "(not shown)", k.error().message);
+  out = std::move(*k);
   return std::nullopt;
 }
 
@@ -64,7 +78,7 @@ RdmaService::~RdmaService() {
 }
 
 ApiResult RdmaService::serve_start(const json& body) {
-  if (auto f = only_keys(body, {"hca", "gid_index", "port", "bind"})) return *f;
+  if (auto f = only_keys(body, {"key", "hca", "gid_index", "port", "bind"})) return *f;
   std::optional<rdma::HcaPort> hca;
   std::optional<int> gid;
   std::optional<int> port;
@@ -81,6 +95,7 @@ ApiResult RdmaService::serve_start(const json& body) {
   };
   if (auto f = read(body, "port", parse_port, port)) return *f;
   rdma::ServeOptions so;
+  if (auto f = read_key(body, so.key)) return *f;
   if (body.contains("bind")) {
     if (!body["bind"].is_string()) return invalid("bind", shown(body["bind"]), "expected an IP address string");
     so.bind = body["bind"];
@@ -98,10 +113,10 @@ ApiResult RdmaService::serve_start(const json& body) {
   server_ = std::move(*s);
   serving_ = {{"serving", true},
               {"port", server_->port()},
-              {"bind", so.bind},
+              {"bind", server_->address()},
               {"hca", so.hca.device + ":" + std::to_string(so.hca.port)},
               {"gid_index", so.gid_index}};
-  fa::logger("probe")->info("rdma probe listener on {}:{} ({}, GID index {})", so.bind, server_->port(),
+  fa::logger("probe")->info("rdma probe listener on {}:{} ({}, GID index {})", server_->address(), server_->port(),
                             serving_["hca"].get<std::string>(), so.gid_index);
   return serving_;
 }
@@ -113,6 +128,9 @@ ApiResult RdmaService::serve_status() {
   auto st = server_->stats();
   out["sessions"] = st.sessions;
   out["failed"] = st.failed;
+  out["rejected"] = st.rejected;
+  out["authenticated"] = st.authenticated;
+  out["registered_bytes"] = st.registered_bytes;
   out["last_peer"] = st.last_peer;
   out["last_reason"] = st.last_reason;
   out["last_message"] = st.last_message;
@@ -128,7 +146,8 @@ ApiResult RdmaService::serve_stop() {
 }
 
 ApiResult RdmaService::run(const json& body) {
-  if (auto f = only_keys(body, {"peer", "hca", "gid_index", "duration_s", "size", "latency_iters", "min_fraction"})) return *f;
+  if (auto f = only_keys(body, {"peer", "key", "hca", "gid_index", "duration_s", "size", "latency_iters", "min_fraction"}))
+    return *f;
   if (!body.contains("peer")) return invalid("peer", "", "required: HOST[:PORT] of an agent serving the probe");
   std::optional<rdma::PeerAddr> peer;
   std::optional<rdma::HcaPort> hca;
@@ -141,6 +160,7 @@ ApiResult RdmaService::run(const json& body) {
   if (auto f = read(body, "duration_s", rdma::parse_duration, duration)) return *f;
   if (auto f = read(body, "size", rdma::parse_size, size)) return *f;
   rdma::ProbeOptions po;
+  if (auto f = read_key(body, po.key)) return *f;
   if (body.contains("latency_iters")) {
     const json& v = body["latency_iters"];
     if (!v.is_number_integer() || v.get<long>() < 1 || v.get<long>() > 1000000)

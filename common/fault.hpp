@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Crash points for the kill-point tests (tests/agent/killpoints.sh): the
+// Crash points for the kill-point tests (tests/agent/killpoints.py): the
 // places where a process dying (a power cut, kill -9, the OOM killer) must
 // leave state that the next start converges from: between the steps of a
 // state write, between the requests of a change to the kernel or to

@@ -95,7 +95,14 @@ Result<Backend> create(const std::string& ifname, const ApplyOptions& opt, std::
                      " is not in this namespace",
                  EEXIST};
   auto pid = start_wireguard_go(opt.wireguard_go, ifname, opt.uapi_dir, opt.state_dir);
-  if (!pid) return pid.take_error();
+  if (!pid) {
+    // A wireguard-go started by a run killed before it recorded it may have
+    // taken the name first: adopt that one once it serves its socket.
+    auto li = rtnl_get_link(ifname);
+    if (li && *li && (*li)->kind == "tun")
+      if (auto b = detect_backend(**li, ifname, opt.uapi_dir, reason)) return *b;
+    return pid.take_error();
+  }
   return Backend::Userspace;
 }
 
@@ -260,6 +267,23 @@ Status set(WgBackend& be, Device& change, const std::string& ifname) {
   return {};
 }
 
+// The calling thread in `netns` (if one is named) while this lives.
+struct InNetns {
+  std::optional<Fd> fd;
+  std::unique_ptr<NetnsGuard> guard;
+};
+Result<InNetns> enter(const std::optional<std::string>& netns) {
+  InNetns in;
+  if (!netns) return in;
+  auto fd = open_netns(*netns);
+  if (!fd) return fd.take_error();
+  in.fd = std::move(*fd);
+  auto g = NetnsGuard::enter(in.fd->get());
+  if (!g) return g.take_error();
+  in.guard = std::move(*g);
+  return in;
+}
+
 long long since_us(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -384,16 +408,8 @@ Result<ApplyResult> apply_peers(const DesiredMesh& m, const PeerChanges& changes
 }
 
 Result<Shown> show(const std::string& ifname, const ShowOptions& opt) {
-  std::unique_ptr<NetnsGuard> guard;
-  std::optional<Fd> ns;
-  if (opt.netns) {
-    auto fd = open_netns(*opt.netns);
-    if (!fd) return fd.take_error();
-    ns = std::move(*fd);
-    auto g = NetnsGuard::enter(ns->get());
-    if (!g) return g.take_error();
-    guard = std::move(*g);
-  }
+  auto in = enter(opt.netns);
+  if (!in) return in.take_error();
   auto li = rtnl_get_link(ifname);
   if (!li) return li.take_error();
   if (!*li) return Error{"interface " + ifname + " not found", ENODEV};
@@ -470,16 +486,8 @@ std::string summary_line(const ApplyResult& r) {
 Status down(const std::string& ifname, const DownOptions& opt) {
   // Stop our wireguard-go first: its tun goes with it, wherever it was moved.
   if (auto s = stop_wireguard_go(ifname, opt.uapi_dir, opt.state_dir); !s) return s;
-  std::unique_ptr<NetnsGuard> guard;
-  std::optional<Fd> ns;
-  if (opt.netns) {
-    auto fd = open_netns(*opt.netns);
-    if (!fd) return fd.take_error();
-    ns = std::move(*fd);
-    auto g = NetnsGuard::enter(ns->get());
-    if (!g) return g.take_error();
-    guard = std::move(*g);
-  }
+  auto in = enter(opt.netns);
+  if (!in) return in.take_error();
   auto li = rtnl_get_link(ifname);
   if (!li) return li.take_error();
   if (!*li) return {};

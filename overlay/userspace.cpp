@@ -236,18 +236,26 @@ Status stop_wireguard_go(const std::string& ifname, const std::string& uapi_dir,
                          const std::string& state_dir) {
   auto log = fa::logger("overlay");
   std::string pf = pid_file(state_dir, ifname);
+  auto srv = uapi_server_pid(uapi_dir, ifname);
   auto text = read_text_file(pf);
-  if (!text) return {};  // we did not start one
   pid_t pid = 0;
-  try {
-    pid = static_cast<pid_t>(std::stol(*text));
-  } catch (...) {
+  if (text) {
+    try {
+      pid = static_cast<pid_t>(std::stol(*text));
+    } catch (...) {
+      pid = 0;
+    }
+  } else if (srv) {
+    // No record (a run killed before it wrote one, or another state
+    // directory): the wireguard-go serving the interface's socket.
+    pid = *srv;
+  }
+  if (pid <= 0) {
     ::unlink(pf.c_str());
     return {};
   }
   // Only stop it if that pid is still the one serving the interface: after a
   // reboot or crash the number may belong to someone else by now.
-  auto srv = uapi_server_pid(uapi_dir, ifname);
   bool ours = srv && *srv == pid;
   if (!ours) {
     // The socket may already be gone (link deleted first); then trust the

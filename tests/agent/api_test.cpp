@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include "agent/api.hpp"
 #include "agent/auth.hpp"
@@ -539,7 +541,7 @@ TEST_CASE("status: the text is the serialisation of its own document", "[api]") 
     json doc = json::parse(text);
     json rest = doc;
     rest.erase("agent");
-    const size_t at = text.find(",\"inspect\":");
+    const size_t at = text.find(",\"health\":");
     REQUIRE(at != std::string::npos);
     CHECK(text.substr(at + 1) == rest.dump().substr(1));
     return doc;
@@ -837,13 +839,13 @@ TEST_CASE("rdma probe endpoints: validation, serve state, a failed run is an ans
   Response no_peer = post("/v1/probes/rdma/run", R"({"hca":"mlx5_0:1","gid_index":3})");
   CHECK(no_peer.result_int() == 422);
   CHECK(error_of(no_peer)["field"] == "peer");
-  Response bad_size = post("/v1/probes/rdma/run", R"({"peer":"127.0.0.1","hca":"mlx5_0:1","gid_index":3,"size":"huge"})");
+  Response bad_size = post("/v1/probes/rdma/run", R"({"peer":"127.0.0.1","hca":"mlx5_0:1","gid_index":3,"size":"huge","key":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})");
   CHECK(bad_size.result_int() == 422);
   CHECK(error_of(bad_size)["field"] == "size");
   Response typo = post("/v1/probes/rdma/run", R"({"peer":"127.0.0.1","gid_idx":3})");
   CHECK(typo.result_int() == 422);
   CHECK(error_of(typo)["field"] == "gid_idx");
-  Response bad_gid = post("/v1/probes/rdma/serve", R"({"hca":"mlx5_0:1","gid_index":999})");
+  Response bad_gid = post("/v1/probes/rdma/serve", R"({"hca":"mlx5_0:1","gid_index":999,"key":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})");
   CHECK(bad_gid.result_int() == 422);
   CHECK(error_of(bad_gid)["field"] == "gid_index");
 
@@ -851,14 +853,15 @@ TEST_CASE("rdma probe endpoints: validation, serve state, a failed run is an ans
   CHECK(status.result_int() == 200);
   CHECK(json::parse(status.body())["serving"] == false);
   // No such device on this machine: the listener cannot start, and says why.
-  Response nodev = post("/v1/probes/rdma/serve", R"({"hca":"nodev_9:1","gid_index":0,"port":0})");
+  Response nodev = post("/v1/probes/rdma/serve", R"({"hca":"nodev_9:1","gid_index":0,"port":0,"key":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})");
   CHECK(nodev.result_int() == 422);
   CHECK(error_of(nodev)["message"].get<std::string>().find("nodev_9") != std::string::npos);
   Response stop = f.respond(f.req(http::verb::delete_, "/v1/probes/rdma/serve"));
   CHECK(stop.result_int() == 200);
   CHECK(json::parse(stop.body())["stopped"] == false);
 
-  Outcome o = f.api->handle(f.req(http::verb::post, "/v1/probes/rdma/run", R"({"peer":"127.0.0.1:1","hca":"nodev_9:1","gid_index":0})"), {});
+  Outcome o = f.api->handle(
+      f.req(http::verb::post, "/v1/probes/rdma/run", R"({"peer":"127.0.0.1:1","hca":"nodev_9:1","gid_index":0,"key":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})"), {});
   REQUIRE(std::holds_alternative<Deferred>(o));
   CHECK(std::get<Deferred>(o).long_running);
   Response failed = std::get<Deferred>(o).work();
@@ -866,4 +869,21 @@ TEST_CASE("rdma probe endpoints: validation, serve state, a failed run is an ans
   CHECK(failed.result_int() == 200);
   CHECK(json::parse(failed.body())["status"] == "failed");
   CHECK(f.respond(f.req(http::verb::get, "/v1/probes/rdma/run")).result_int() == 405);
+
+  // The probe key is required on both ends and is never echoed, whether it
+  // is malformed or sent under a misspelt name.
+  const std::string secret = "s3cret-but-short";
+  for (const auto& [path, body, field] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"/v1/probes/rdma/serve", R"({"hca":"nodev_9:1","gid_index":0})", "key"},
+           {"/v1/probes/rdma/run", R"({"peer":"127.0.0.1:1","hca":"nodev_9:1","gid_index":0})", "key"},
+           {"/v1/probes/rdma/serve", R"({"hca":"nodev_9:1","gid_index":0,"key":")" + secret + R"("})", "key"},
+           {"/v1/probes/rdma/run", R"({"peer":"127.0.0.1:1","key":")" + secret + R"("})", "key"},
+           {"/v1/probes/rdma/run", R"({"peer":"127.0.0.1:1","key":5})", "key"},
+           {"/v1/probes/rdma/serve", R"({"kye":")" + secret + R"("})", "kye"}}) {
+    INFO(path << " " << body);
+    Response r = post(path, body);
+    CHECK(r.result_int() == 422);
+    CHECK(error_of(r)["field"] == field);
+    CHECK(r.body().find(secret) == std::string::npos);
+  }
 }

@@ -275,7 +275,7 @@ def cli_scenario(node, name, start, target):
         env = dict(os.environ, FA_FAULT_AT=str(n))
         r = sh(f"ip netns exec {NS} {AGENT} mesh apply --backend userspace --file {path}", check=False, env=env)
         if r.returncode != 128 + signal.SIGKILL and r.returncode != -signal.SIGKILL:
-            fail(f"{what}: mesh apply ended with {r.returncode}")
+            fail(f"{what}: mesh apply ended with {r.returncode}: {r.stderr[-2000:]}")
         sh(f"ip netns exec {NS} {AGENT} mesh apply --backend userspace --file {path}")
         if live_of(target) != desired_view(target):
             fail(f"{what}: after the second apply the interface holds {live_of(target)}")

@@ -17,9 +17,10 @@ AUTH=()      # a curl header file per machine (mode 0600): tokens never go in ar
 # API_OUT (the body) and API_CODE (the HTTP status, 000 when none came).
 api() {
   local n=$1 m=$2 p=$3 body=${4:-} out rc=0
+  # The body on stdin: a probe key must not be in curl's arguments either.
   out=$(curl -sS --max-time "${API_TIMEOUT:-60}" --cacert "$CA/ca.crt" -H @"${AUTH[$n]}" -X "$m" \
-    ${body:+-H 'Content-Type: application/json' --data-binary "$body"} \
-    -w '\n%{http_code}' "${API[$n]}$p" 2>&1) || rc=$?
+    ${body:+-H 'Content-Type: application/json' --data-binary @-} \
+    -w '\n%{http_code}' "${API[$n]}$p" 2>&1 <<<"$body") || rc=$?
   API_CODE=${out##*$'\n'}
   API_OUT=${out%$'\n'*}
   [ "$rc" -eq 0 ] || { API_CODE=000; API_OUT=$out; return 1; }
@@ -178,11 +179,13 @@ for n in 0 1; do
 done
 
 step "the daemon's probe API: node0 measures the pair over verbs (POST /v1/probes/rdma/serve|run)"
-api 1 POST /v1/probes/rdma/serve '{"bind":"192.168.77.2"}'
+# The control plane's probe key for this pair, given to both agents.
+key=$(openssl rand -hex 32)
+api 1 POST /v1/probes/rdma/serve "{\"key\":\"$key\",\"bind\":\"192.168.77.2\"}"
 r=$API_OUT
 assert_eq "$API_CODE" 200 "node1: POST /v1/probes/rdma/serve"
 assert_eq "$(jq -r '"\(.serving) \(.hca) \(.gid_index)"' <<<"$r")" "true rxe0:1 1" "node1: probe listener (serving, HCA, GID index)"
-API_TIMEOUT=120 api 0 POST /v1/probes/rdma/run '{"peer":"192.168.77.2","duration_s":2}'
+API_TIMEOUT=120 api 0 POST /v1/probes/rdma/run "{\"peer\":\"192.168.77.2\",\"key\":\"$key\",\"duration_s\":2}"
 r=$API_OUT
 assert_eq "$API_CODE" 200 "node0: POST /v1/probes/rdma/run"
 note "probe: $(jq -c '{status, reason, message, gbps, latency_us, hca, gid_index, gid}' <<<"$r")"
