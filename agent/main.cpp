@@ -50,7 +50,8 @@ bool wants_help(const std::vector<std::string>& args) {
 const Command kCommands[] = {
     {"run", "the daemon: HTTP API for the control plane (see docs/api.md)", fa::agent::cmd_run},
     {"status", "the local daemon's view: fabric, NCCL env, mesh, pods", fa::agent::cmd_status},
-    {"cluster", "cluster form --agent URL...: check a set of agents and form their mesh", fa::agent::cmd_cluster},
+    {"cluster", "cluster form|verify --agent URL...: form a set of agents' mesh, or measure every pair and rail",
+     fa::agent::cmd_cluster},
     {"check", "the host's health, NHC-style: exit 0 healthy, 1 one line per failing condition",
      fa::probes::cmd_check},
     {"cdi", "CDI spec for fabric-agent.io/rdma=all: cdi generate [--output DIR]", fa::pods::cmd_cdi},

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "agent/rdma_service.hpp"
 
+#include <chrono>
+
 #include "common/log.hpp"
 #include "probes/cli.hpp"
 #include "probes/inspect.hpp"
@@ -72,7 +74,8 @@ Result<rdma::Target> target(const Config& cfg, std::optional<rdma::HcaPort> hca,
 
 }  // namespace
 
-RdmaService::RdmaService(std::function<Config()> config) : config_(std::move(config)) {}
+RdmaService::RdmaService(std::function<Config()> config, std::function<void()> on_scorecard)
+    : config_(std::move(config)), on_scorecard_(std::move(on_scorecard)) {}
 RdmaService::~RdmaService() {
   if (server_) server_->stop();
 }
@@ -183,8 +186,32 @@ ApiResult RdmaService::run(const json& body) {
   auto r = rdma::run_probe(po);
   if (!r) return invalid("", "", r.error().message);
   // A probe that ran and failed is still an answer: 200 with status "failed"
-  // and the classified reason, as the CLI prints it.
-  return rdma::to_json(*r);
+  // and the classified reason, as the CLI prints it. Either way it is this
+  // rail's last result against that peer.
+  json out = rdma::to_json(*r);
+  long long now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  {
+    std::lock_guard lk(sc_mu_);
+    Status s = scorecard_locked().record(
+        scorecard_entry(po.peer.host, po.hca.device + ":" + std::to_string(po.hca.port), out, now));
+    if (!s) fa::logger("probe")->warn("scorecard: {} (the result is kept until the agent stops)", s.error().message);
+  }
+  if (on_scorecard_) on_scorecard_();
+  return out;
+}
+
+Scorecard& RdmaService::scorecard_locked() {
+  if (!scorecard_) {
+    const std::string dir = config_().state_dir;
+    scorecard_ = std::make_unique<Scorecard>(dir.empty() ? std::string() : dir + "/scorecard.json");
+    if (Status s = scorecard_->load(); !s) fa::logger("probe")->warn("{}", s.error().message);
+  }
+  return *scorecard_;
+}
+
+json RdmaService::scorecard() {
+  std::lock_guard lk(sc_mu_);
+  return scorecard_locked().to_json();
 }
 
 }  // namespace fa::agent

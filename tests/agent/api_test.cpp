@@ -887,3 +887,34 @@ TEST_CASE("rdma probe endpoints: validation, serve state, a failed run is an ans
     CHECK(r.body().find(secret) == std::string::npos);
   }
 }
+
+TEST_CASE("scorecard: a run's result is in the status at once, on disk, and after a restart", "[api][rdma]") {
+  TempDir keep;
+  auto tune = [&](fa::Config& c) { c.state_dir = keep.path; };
+  const std::string run = R"({"peer":"127.0.0.1:1","hca":"nodev_9:1","gid_index":0,"key":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})";
+  {
+    Fixture f(true, tune);
+    json before = json::parse(f.respond(f.req(http::verb::get, "/v1/status")).body());
+    CHECK(before["scorecard"]["results"].empty());
+    Response r = f.respond(f.req(http::verb::post, "/v1/probes/rdma/run", run));
+    REQUIRE(r.result_int() == 200);
+    json after = json::parse(f.respond(f.req(http::verb::get, "/v1/status")).body());
+    CHECK(after["agent"]["generation"].get<uint64_t>() > before["agent"]["generation"].get<uint64_t>());
+    REQUIRE(after["scorecard"]["results"].size() == 1);
+    json e = after["scorecard"]["results"][0];
+    CHECK(e["peer"] == "127.0.0.1");
+    CHECK(e["rail"] == "nodev_9:1");
+    CHECK(e["status"] == "failed");
+    CHECK(e["reason"] == json::parse(r.body())["reason"]);
+    CHECK(e["measured_unix"].get<long long>() > 0);
+    // The key is not kept.
+    CHECK(after.dump().find("aaaaaaaa") == std::string::npos);
+    CHECK(fa::read_text_file(keep.path + "/scorecard.json")->find("aaaaaaaa") == std::string::npos);
+    std::string m = f.respond(f.req(http::verb::get, "/metrics")).body();
+    CHECK(m.find("fabric_agent_rail_status{peer=\"127.0.0.1\",rail=\"nodev_9:1\"} 0") != std::string::npos);
+  }
+  Fixture again(true, tune);
+  json st = json::parse(again.respond(again.req(http::verb::get, "/v1/status")).body());
+  REQUIRE(st["scorecard"]["results"].size() == 1);
+  CHECK(st["scorecard"]["results"][0]["rail"] == "nodev_9:1");
+}
