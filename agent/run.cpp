@@ -53,9 +53,20 @@ Result<LoadedToken> load_token(const Config& cfg) {
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& argv) {
-  auto args = Args::parse(argv, {{"config", true}});
+  auto args = Args::parse(argv, {{"config", true}, {"help", false}});
   if (!args) {
     std::fprintf(stderr, "fabric-agent run: %s\n", args.error().message.c_str());
+    return 2;
+  }
+  if (args->has("help")) {
+    std::printf(
+        "usage: fabric-agent run [--config FILE]\n"
+        "  the daemon: the HTTP API for the control plane (docs/api.md); without --config it reads\n"
+        "  /etc/fabric-agent/agent.yaml when that exists, else the embedded defaults\n");
+    return 0;
+  }
+  if (!args->positional().empty()) {
+    std::fprintf(stderr, "fabric-agent run: unexpected argument '%s'\n", args->positional()[0].c_str());
     return 2;
   }
   const std::string config_path = args->get_or("config", "");

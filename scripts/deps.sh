@@ -28,6 +28,7 @@ package_pkgs=(
 )
 test_pkgs=(
   iproute2 iputils-ping procps curl wireguard-tools
+  openssl              # throwaway TLS certificates (tests/agent server test, the provider lab)
   python3              # tests/agent/e2e_netns.sh and the benches read JSON answers with it
   ibverbs-utils rdma-core
   prometheus systemd
