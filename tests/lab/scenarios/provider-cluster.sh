@@ -200,16 +200,23 @@ assert_eq "$(jq -r '"\(.hca) \(.gid_index) \(.gid)"' <<<"$r")" "rxe0 1 ::ffff:19
 api 1 DELETE /v1/probes/rdma/serve
 
 step "/metrics of each machine: promtool check metrics, the rxe port counters"
+sent_pkts() { awk '/^fabric_agent_port_hw_events_total\{.*device="rxe0".*counter="sent_pkts"/ { print $2 }' "$1"; }
 for n in 0 1; do
-  api "$n" GET /metrics
-  printf '%s\n' "$API_OUT" > "$RUN_DIR/out/metrics$n.txt"
+  # The counters are those of the last discovery pass (one per
+  # refresh_interval, 30 s): wait for one after the traffic above.
+  for _ in $(seq 1 45); do
+    api "$n" GET /metrics
+    printf '%s\n' "$API_OUT" > "$RUN_DIR/out/metrics$n.txt"
+    [ "$(sent_pkts "$RUN_DIR/out/metrics$n.txt")" -gt 0 ] 2>/dev/null && break
+    sleep 1
+  done
   assert_eq "$API_CODE" 200 "node$n: GET /metrics"
   rc=0; out=$(promtool check metrics < "$RUN_DIR/out/metrics$n.txt" 2>&1) || rc=$?
   [ "$rc" -eq 0 ] || { echo "$out"; fail "node$n: promtool check metrics exited $rc"; }
   pass "node$n: promtool check metrics"
   # soft-RoCE has no IB port counters (ports/1/counters), only hw_counters;
   # the ib_write_bw and probe traffic above moved them.
-  v=$(awk '/^fabric_agent_port_hw_events_total\{.*device="rxe0".*counter="sent_pkts"/ { print $2 }' "$RUN_DIR/out/metrics$n.txt")
+  v=$(sent_pkts "$RUN_DIR/out/metrics$n.txt")
   assert_gt "${v:-none}" 0 "node$n: rxe0's sent_pkts in /metrics"
   names=$(awk '!/^#/ { sub(/{.*/, "", $1); print $1 }' "$RUN_DIR/out/metrics$n.txt" | sort -u | tr '\n' ' ')
   assert_not_contains "$names" "_bits" "node$n: metric names (bytes, never bits)"
