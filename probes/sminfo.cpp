@@ -15,14 +15,21 @@ void put_be(std::span<uint8_t> buf, size_t off, size_t bytes, uint64_t v) {
   for (size_t i = 0; i < bytes; ++i) buf[off + bytes - 1 - i] = static_cast<uint8_t>(v >> (8 * i));
 }
 
+// The common MAD header (IBA 13.4.3): versions, class, method, transaction
+// id and attribute; the rest of the 24 bytes stays 0.
+static void put_header(std::span<uint8_t> m, uint8_t cls, uint8_t cls_version, uint8_t method, uint64_t tid,
+                       uint16_t attr) {
+  put_be(m, 0, 1, kBaseVersion);
+  put_be(m, 1, 1, cls);
+  put_be(m, 2, 1, cls_version);
+  put_be(m, 3, 1, method);
+  put_be(m, 8, 8, tid);
+  put_be(m, 16, 2, attr);
+}
+
 std::array<uint8_t, kMadSize> encode_sminfo_get(uint64_t tid) {
   std::array<uint8_t, kMadSize> m{};
-  put_be(m, 0, 1, kBaseVersion);
-  put_be(m, 1, 1, kClassSubnLidRouted);
-  put_be(m, 2, 1, kClassVersion);
-  put_be(m, 3, 1, kMethodGet);
-  put_be(m, 8, 8, tid);
-  put_be(m, 16, 2, kAttrSmInfo);
+  put_header(m, kClassSubnLidRouted, kClassVersion, kMethodGet, tid, kAttrSmInfo);
   put_be(m, 20, 4, 0);  // attribute modifier
   put_be(m, 24, 8, 0);  // M_Key
   return m;
@@ -89,12 +96,7 @@ Result<SmInfo> decode_sminfo_response(std::span<const uint8_t> m, uint64_t tid) 
 
 std::array<uint8_t, kMadSize> encode_sminfo_record_gettable(uint64_t tid) {
   std::array<uint8_t, kMadSize> m{};
-  put_be(m, 0, 1, kBaseVersion);
-  put_be(m, 1, 1, kClassSubnAdm);
-  put_be(m, 2, 1, kSaClassVersion);
-  put_be(m, 3, 1, kMethodGetTable);
-  put_be(m, 8, 8, tid);
-  put_be(m, 16, 2, kAttrSmInfoRecord);
+  put_header(m, kClassSubnAdm, kSaClassVersion, kMethodGetTable, tid, kAttrSmInfoRecord);
   // RMPP header, SM_Key, AttributeOffset and ComponentMask stay 0: a
   // one-packet request that matches every record.
   return m;
@@ -103,12 +105,7 @@ std::array<uint8_t, kMadSize> encode_sminfo_record_gettable(uint64_t tid) {
 std::vector<uint8_t> encode_sminfo_records_reply(uint64_t tid, const std::vector<SmInfoRecord>& recs) {
   constexpr size_t kRec = 32;
   std::vector<uint8_t> m(kSaDataOffset + kRec * recs.size());
-  put_be(m, 0, 1, kBaseVersion);
-  put_be(m, 1, 1, kClassSubnAdm);
-  put_be(m, 2, 1, kSaClassVersion);
-  put_be(m, 3, 1, kMethodGetTableResp);
-  put_be(m, 8, 8, tid);
-  put_be(m, 16, 2, kAttrSmInfoRecord);
+  put_header(m, kClassSubnAdm, kSaClassVersion, kMethodGetTableResp, tid, kAttrSmInfoRecord);
   put_be(m, 24, 1, 1);     // RMPP version 1
   put_be(m, 25, 1, 1);     // type DATA
   put_be(m, 26, 1, 0x07);  // flags: active, first, last

@@ -13,19 +13,7 @@ head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$w/token"
 chmod 600 "$w/token"
 AGENTS=()
 for ((i = 0; i < MACHINES; i++)); do
-  mkdir -p "$w/n$i/state"
-  cat > "$w/n$i/agent.yaml" <<EOC
-listen: "127.0.0.1:$((7471 + i))"
-state_dir: $w/n$i/state
-token_file: $w/token
-log_level: warn
-refresh_interval: 600s
-provider_id: lab
-fabric: {hcas: [${RXB[i]}]}
-overlay: {interface: wgv$i, listen_port: $((51820 + i))}
-pods: {socket: $w/n$i/pods.sock, cdi_dir: ""}
-EOC
-  bg_start "daemon$i" fabric-agent run --config "$w/n$i/agent.yaml"
+  lab_agent "$w" "$i" warn "${RXB[i]}"
   AGENTS+=(--agent "http://127.0.0.1:$((7471 + i))")
 done
 for ((i = 0; i < MACHINES; i++)); do

@@ -262,6 +262,29 @@ rxe_bridge() {
   done
 }
 
+# lab_agent DIR I LOG_LEVEL HCA...: starts daemon I (`daemon$I` in the
+# background) as one machine of a lab cluster: API on 127.0.0.1:7471+I,
+# state in DIR/nI, the shared token file DIR/token, its own HCAs and
+# WireGuard port 51820+I.
+lab_agent() {
+  local dir=$1 i=$2 level=$3 hcas
+  shift 3
+  hcas=$(IFS=,; echo "$*")
+  mkdir -p "$dir/n$i/state"
+  cat > "$dir/n$i/agent.yaml" <<EOC
+listen: "127.0.0.1:$((7471 + i))"
+state_dir: $dir/n$i/state
+token_file: $dir/token
+log_level: $level
+refresh_interval: 600s
+provider_id: lab
+fabric: {hcas: [$hcas]}
+overlay: {interface: wgv$i, listen_port: $((51820 + i))}
+pods: {socket: $dir/n$i/pods.sock, cdi_dir: ""}
+EOC
+  bg_start "daemon$i" fabric-agent run --config "$dir/n$i/agent.yaml"
+}
+
 # uplink_add [IF ADDR GW RXE]: the machine's "internet-facing" card: a veth
 # end in the initial namespace that carries the default route (its peer sits
 # in node "wan" holding the gateway address), with its own rxe device, which

@@ -14,18 +14,7 @@ mkdir -p "$w"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$w/token"
 chmod 600 "$w/token"
 for i in 0 1; do
-  mkdir -p "$w/n$i/state"
-  cat > "$w/n$i/agent.yaml" <<EOC
-listen: "127.0.0.1:$((7471 + i))"
-state_dir: $w/n$i/state
-token_file: $w/token
-refresh_interval: 600s
-provider_id: lab
-fabric: {hcas: [${RXB[i]}, ${RXB[i + 2]}]}
-overlay: {interface: wgv$i, listen_port: $((51820 + i))}
-pods: {socket: $w/n$i/pods.sock, cdi_dir: ""}
-EOC
-  bg_start "daemon$i" fabric-agent run --config "$w/n$i/agent.yaml"
+  lab_agent "$w" "$i" info "${RXB[i]}" "${RXB[i + 2]}"
 done
 api() { curl -sf -H "Authorization: Bearer $(cat "$w/token")" "http://127.0.0.1:$((7471 + $1))$2"; }
 for i in 0 1; do

@@ -24,20 +24,8 @@ head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$w/token"
 chmod 600 "$w/token"
 start_daemon() {  # start_daemon I
   local i=$1
-  mkdir -p "$w/n$i/state"
-  cat > "$w/n$i/agent.yaml" <<EOC
-listen: "127.0.0.1:$((7471 + i))"
-state_dir: $w/n$i/state
-token_file: $w/token
-log_level: info
-refresh_interval: 600s
-provider_id: lab
-fabric: {hcas: [${RXB[i]}]}
-overlay: {interface: wgv$i, listen_port: $((51820 + i))}
-pods: {socket: $w/n$i/pods.sock, cdi_dir: ""}
-EOC
   : > "$LAB_OUT/daemon$i.log"
-  bg_start "daemon$i" fabric-agent run --config "$w/n$i/agent.yaml"
+  lab_agent "$w" "$i" info "${RXB[i]}"
   retry 300 0.2 grep -q "ready (generation" "$LAB_OUT/daemon$i.log" || { bg_log "daemon$i"; fail "daemon n$i not ready"; }
 }
 url() { echo "http://127.0.0.1:$((7471 + $1))"; }
