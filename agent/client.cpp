@@ -7,6 +7,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <openssl/x509_vfy.h>
+#include <openssl/x509v3.h>
 #include <cctype>
 #include <charconv>
 
@@ -112,14 +114,14 @@ Result<HttpReply> http_request(const Url& url, const std::string& method, const 
   if (ec) return Error{url.base + ": connect: " + ec.message()};
   if (!url.tls) return exchange(sock, url, method, target, body, opt);
 
+  // The server is always verified: against --ca-file when given, else the
+  // system's trust store; and the certificate must be for the host in the
+  // URL (its DNS name or IP address). The token goes out only after that.
   asio::ssl::context ctx(asio::ssl::context::tls_client);
   try {
-    if (!opt.ca_file.empty()) {
-      ctx.load_verify_file(opt.ca_file);
-      ctx.set_verify_mode(asio::ssl::verify_peer);
-    } else {
-      ctx.set_verify_mode(asio::ssl::verify_none);
-    }
+    if (!opt.ca_file.empty()) ctx.load_verify_file(opt.ca_file);
+    else ctx.set_default_verify_paths();
+    ctx.set_verify_mode(asio::ssl::verify_peer);
     if (!opt.cert_file.empty()) {
       ctx.use_certificate_chain_file(opt.cert_file);
       ctx.use_private_key_file(opt.key_file, asio::ssl::context::pem);
@@ -128,9 +130,27 @@ Result<HttpReply> http_request(const Url& url, const std::string& method, const 
     return Error{url.base + ": tls setup: " + e.what()};
   }
   beast::ssl_stream<tcp::socket> stream(std::move(sock), ctx);
-  SSL_set_tlsext_host_name(stream.native_handle(), url.host.c_str());
+  SSL* ssl = stream.native_handle();
+  X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
+  beast::error_code not_ip;
+  asio::ip::make_address(url.host, not_ip);
+  if (!not_ip) {
+    X509_VERIFY_PARAM_set1_ip_asc(param, url.host.c_str());
+  } else {
+    X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    X509_VERIFY_PARAM_set1_host(param, url.host.c_str(), url.host.size());
+    SSL_set_tlsext_host_name(ssl, url.host.c_str());  // SNI carries names only (RFC 6066 3)
+  }
   stream.handshake(asio::ssl::stream_base::client, ec);
-  if (ec) return Error{url.base + ": tls handshake: " + ec.message()};
+  if (ec) {
+    const long v = SSL_get_verify_result(ssl);
+    std::string why = ec.message();
+    if (v != X509_V_OK)
+      why += " (" + std::string(X509_verify_cert_error_string(v)) +
+             (opt.ca_file.empty() ? "; verified against the system trust store: give --ca-file" : "; CA file " + opt.ca_file) +
+             ")";
+    return Error{url.base + ": tls handshake: " + why};
+  }
   auto r = exchange(stream, url, method, target, body, opt);
   stream.shutdown(ec);  // the server may already be gone; nothing to report
   return r;
