@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // `fabric-agent run`: the daemon. Startup order matters to systemd and to the
-// renter: config -> token -> state + adoption of the live mesh -> first
-// discovery -> listen -> READY=1. SIGTERM stops serving and leaves the mesh
+// renter: config -> TLS files -> token -> state + adoption of the live mesh
+// -> first discovery -> listen -> READY=1. SIGTERM stops serving and leaves the mesh
 // running (a restart must be invisible to the job using it); SIGHUP reloads
 // the config and keeps the running one when the new one is bad.
 #include <sys/stat.h>
@@ -68,6 +68,16 @@ int cmd_run(const std::vector<std::string>& argv) {
   auto log = fa::logger("agent");
   log->info("fabric-agent {} starting (config: {})", FA_VERSION, cfg->source);
 
+  // TLS files first: a bad one stops the start before anything is touched.
+  std::shared_ptr<asio::ssl::context> tls;
+  if (cfg->tls.enabled()) {
+    auto t = load_tls_context(cfg->tls);
+    if (!t) {
+      log->critical("{}", t.error().message);
+      return 1;
+    }
+    tls = std::move(*t);
+  }
   if (Status s = make_state_dir(cfg->state_dir); !s) {
     log->critical("{}", s.error().message);
     return 1;
@@ -139,7 +149,9 @@ int cmd_run(const std::vector<std::string>& argv) {
     return 1;
   }
 
-  Server server(ioc, worker, core, ServerOptions::from(*cfg));
+  ServerOptions sopt = ServerOptions::from(*cfg);
+  sopt.tls_context = std::move(tls);
+  Server server(ioc, worker, core, std::move(sopt));
   auto port = server.start();
   if (!port) {
     log->critical("{}", port.error().message);

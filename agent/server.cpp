@@ -18,6 +18,7 @@
 #include <boost/beast/ssl.hpp>
 #include <optional>
 
+#include "common/fd.hpp"
 #include "common/log.hpp"
 
 namespace fa::agent {
@@ -55,7 +56,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   Api api;
   ServerOptions opt;
   tcp::acceptor acceptor;
-  std::optional<asio::ssl::context> tls;
+  std::shared_ptr<asio::ssl::context> tls;
   std::atomic<int> live{0};
   bool stopped = false;
 
@@ -302,6 +303,43 @@ void Server::Impl::do_accept() {
   });
 }
 
+Result<std::shared_ptr<asio::ssl::context>> load_tls_context(const TlsConfig& t) {
+  try {
+    auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
+    ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                     asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1 |
+                     asio::ssl::context::single_dh_use);
+    // Each file is opened first, so that a missing or unreadable one is
+    // named with the system's reason rather than as an OpenSSL error.
+    auto load = [](const char* key, const std::string& path, const std::string& accepted, auto&& use) -> Status {
+      Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+      if (!fd.valid()) return Error::from_errno(std::string(key) + ": " + path);
+      beast::error_code ec;
+      use(ec);
+      if (ec) return Error{std::string(key) + ": " + path + ": " + ec.message() + " (accepted: " + accepted + ")"};
+      return {};
+    };
+    if (auto s = load("tls.cert", t.cert, "a PEM certificate chain, the server's first",
+                      [&](beast::error_code& ec) { ctx->use_certificate_chain_file(t.cert, ec); });
+        !s)
+      return s.take_error();
+    if (auto s = load("tls.key", t.key, "the PEM private key of tls.cert " + t.cert,
+                      [&](beast::error_code& ec) { ctx->use_private_key_file(t.key, asio::ssl::context::pem, ec); });
+        !s)
+      return s.take_error();
+    if (t.mutual()) {
+      if (auto s = load("tls.client_ca", t.client_ca, "PEM CA certificates",
+                        [&](beast::error_code& ec) { ctx->load_verify_file(t.client_ca, ec); });
+          !s)
+        return s.take_error();
+      ctx->set_verify_mode(asio::ssl::verify_peer);
+    }
+    return ctx;
+  } catch (const boost::system::system_error& e) {
+    return Error{std::string("tls: ") + e.what()};
+  }
+}
+
 Server::Server(asio::io_context& ioc, asio::thread_pool& worker, Core& core, ServerOptions opt)
     : impl_(std::make_shared<Impl>(ioc, worker, core, std::move(opt))) {}
 
@@ -317,21 +355,11 @@ Result<uint16_t> Server::start() {
                  "': plain HTTP on a non-loopback address is refused (set tls.cert/tls.key, or "
                  "allow_plain_http_on_non_loopback: true)"};
   if (impl_->opt.tls.enabled()) {
-    try {
-      asio::ssl::context ctx(asio::ssl::context::tls_server);
-      ctx.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
-                      asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1 |
-                      asio::ssl::context::single_dh_use);
-      ctx.use_certificate_chain_file(impl_->opt.tls.cert);
-      ctx.use_private_key_file(impl_->opt.tls.key, asio::ssl::context::pem);
-      if (impl_->opt.tls.mutual()) {
-        ctx.load_verify_file(impl_->opt.tls.client_ca);
-        ctx.set_verify_mode(asio::ssl::verify_peer);
-      }
-      impl_->tls.emplace(std::move(ctx));
-    } catch (const boost::system::system_error& e) {
-      return Error{"tls: " + std::string(e.what()) + " (cert " + impl_->opt.tls.cert + ", key " + impl_->opt.tls.key +
-                   (impl_->opt.tls.mutual() ? ", client_ca " + impl_->opt.tls.client_ca : "") + ")"};
+    impl_->tls = impl_->opt.tls_context;
+    if (!impl_->tls) {
+      auto t = load_tls_context(impl_->opt.tls);
+      if (!t) return t.take_error();
+      impl_->tls = std::move(*t);
     }
   }
   beast::error_code ec;

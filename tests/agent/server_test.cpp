@@ -386,6 +386,33 @@ TEST_CASE("server: TLS and mutual TLS", "[server][tls]") {
   CHECK(rc != 0);
 }
 
+TEST_CASE("server: bad TLS files stop the start before anything is touched, naming the setting and the file",
+          "[server][tls]") {
+  TempDir d;
+  make_pki(d.path);
+  const std::string p = d.path + "/";
+  struct Case {
+    std::string tls, says;
+  } cases[] = {
+      {"{cert: " + p + "server.pem, key: " + p + "client.key}",
+       "tls.key: " + p + "client.key: key values mismatch (accepted: the PEM private key of tls.cert " + p +
+           "server.pem)"},
+      {"{cert: " + p + "server.pem, key: " + p + "absent.key}", "tls.key: " + p + "absent.key: No such file or directory"},
+      {"{cert: " + p + "server.key, key: " + p + "server.key}", "tls.cert: " + p + "server.key: "},
+      {"{cert: " + p + "server.pem, key: " + p + "server.key, client_ca: " + p + "nothing.pem}",
+       "tls.client_ca: " + p + "nothing.pem: No such file or directory"},
+  };
+  for (const auto& c : cases) {
+    TempDir run;
+    AgentProcess a(run.path, "tls: " + c.tls + "\n", false);
+    CHECK(a.wait_exit() == 1);
+    INFO(a.log());
+    CHECK(a.log().find(c.says) != std::string::npos);
+    // Neither the state directory nor the token: the check came first.
+    CHECK_FALSE(std::filesystem::exists(run.path + "/state"));
+  }
+}
+
 TEST_CASE("server: connections over the cap are closed at once", "[server]") {
   TempDir d;
   AgentProcess a(d.path, "api: {max_connections: 2, idle_timeout: 60s}\n");
