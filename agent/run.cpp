@@ -4,6 +4,7 @@
 // -> first discovery -> listen -> READY=1. SIGTERM stops serving and leaves the mesh
 // running (a restart must be invisible to the job using it); SIGHUP reloads
 // the config and keeps the running one when the new one is bad.
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 
@@ -53,6 +54,10 @@ Result<LoadedToken> load_token(const Config& cfg) {
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& argv) {
+  // The daemon holds the bearer token, the node's WireGuard key and the TLS
+  // key in memory: no core dump of it, and no ptrace by a process of the
+  // same user without CAP_SYS_PTRACE. Before anything is read.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   auto args = Args::parse(argv, {{"config", true}});
   if (!args) {
     std::fprintf(stderr, "fabric-agent run: %s\n", args.error().message.c_str());

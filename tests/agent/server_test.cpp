@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/stat.h>
@@ -447,6 +448,22 @@ TEST_CASE("server: connections over the cap are closed at once", "[server]") {
   CHECK(served);
   ::close(c2);
   CHECK(a.log().find("connection cap (2) reached") != std::string::npos);
+}
+
+TEST_CASE("server: a crashing daemon leaves no core dump (it holds the token and the keys)", "[server]") {
+  TempDir d;
+  // Everything a core needs: no size limit, and a writable working
+  // directory for the kernel's default core_pattern ("core").
+  AgentProcess a(d.path, "", true, "127.0.0.1:0", {}, [dir = d.path] {
+    rlimit r{RLIM_INFINITY, RLIM_INFINITY};
+    ::setrlimit(RLIMIT_CORE, &r);
+    if (::chdir(dir.c_str()) != 0) ::_exit(126);
+  });
+  REQUIRE(call(a, "GET", "/v1/status").status == 200);  // the token is in memory
+  CHECK(a.stop(SIGSEGV) == -SIGSEGV);
+  CHECK_FALSE(WCOREDUMP(a.wait_status()));
+  for (const auto& e : std::filesystem::directory_iterator(d.path))
+    CHECK(e.path().filename().string().rfind("core", 0) != 0);
 }
 
 TEST_CASE("server: sd_notify READY after startup, watchdog pings", "[server]") {
