@@ -5,6 +5,7 @@
 // running (a restart must be invisible to the job using it); SIGHUP reloads
 // the config and keeps the running one when the new one is bad.
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 
@@ -45,6 +46,27 @@ Status make_state_dir(const std::string& dir) {
   return {};
 }
 
+// Every connection is a file descriptor; the daemon's own (listener,
+// netlink, pods socket, state files, UAPI sockets, log) fit in the rest.
+constexpr rlim_t kOwnDescriptors = 128;
+
+// Raises the soft RLIMIT_NOFILE as far as the hard one allows (the event
+// loop is epoll, never select(), so descriptors above 1023 are fine) and
+// says so when api.max_connections still does not fit: accepts would then
+// fail with EMFILE (and pause) before the cap is reached.
+void fit_descriptors(const Config& cfg, spdlog::logger& log) {
+  const rlim_t need = static_cast<rlim_t>(cfg.api.max_connections) + kOwnDescriptors;
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= need) return;
+  rlimit want = rl;
+  want.rlim_cur = rl.rlim_max == RLIM_INFINITY ? need : std::min(need, rl.rlim_max);
+  if (::setrlimit(RLIMIT_NOFILE, &want) == 0) rl = want;
+  if (rl.rlim_cur < need)
+    log.warn("api.max_connections {} needs about {} file descriptors, RLIMIT_NOFILE allows {}: raise LimitNOFILE "
+             "or lower api.max_connections",
+             cfg.api.max_connections, need, static_cast<unsigned long long>(rl.rlim_cur));
+}
+
 Result<LoadedToken> load_token(const Config& cfg) {
   // Only the default location is created on demand: a token_file the
   // operator named must exist, or a typo would mint a token nobody knows.
@@ -83,6 +105,8 @@ int cmd_run(const std::vector<std::string>& argv) {
     }
     tls = std::move(*t);
   }
+  fit_descriptors(*cfg, *log);
+
   if (Status s = make_state_dir(cfg->state_dir); !s) {
     log->critical("{}", s.error().message);
     return 1;

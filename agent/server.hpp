@@ -3,7 +3,8 @@
 // sessions that own their socket and run on their own strand, every resource
 // bounded (1 MiB body -> 413, 16 KiB of headers, a whole-request read timeout
 // against clients that dribble bytes, an idle timeout on kept-alive
-// connections, a cap on connections), one fail() reporting point.
+// connections, a cap on connections in which clients without a token give
+// way to the control plane), one fail() reporting point.
 // TLS (and mutual TLS) through asio::ssl on OpenSSL.
 #pragma once
 

@@ -414,42 +414,6 @@ TEST_CASE("server: bad TLS files stop the start before anything is touched, nami
   }
 }
 
-TEST_CASE("server: connections over the cap are closed at once", "[server]") {
-  TempDir d;
-  AgentProcess a(d.path, "api: {max_connections: 2, idle_timeout: 60s}\n");
-  // Two kept-alive connections, each proven accepted by a full exchange.
-  auto open_one = [&] {
-    int fd = connect_loopback(a.port());
-    const std::string req = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
-    REQUIRE(::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size()));
-    char buf[1024];
-    REQUIRE(::recv(fd, buf, sizeof buf, 0) > 0);
-    return fd;
-  };
-  int c1 = open_one(), c2 = open_one();
-  int c3 = connect_loopback(a.port());
-  char buf[64];
-  pollfd p{c3, POLLIN, 0};
-  REQUIRE(::poll(&p, 1, 10000) == 1);
-  CHECK(::recv(c3, buf, sizeof buf, 0) <= 0);  // closed without an answer
-  ::close(c3);
-  ::close(c1);
-  // A slot frees up once the server sees the close.
-  bool served = false;
-  for (int i = 0; i < 100 && !served; ++i) {
-    int fd = connect_loopback(a.port());
-    const std::string req = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-    ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
-    pollfd q{fd, POLLIN, 0};
-    if (::poll(&q, 1, 2000) == 1 && ::recv(fd, buf, sizeof buf, 0) > 0) served = true;
-    ::close(fd);
-    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  CHECK(served);
-  ::close(c2);
-  CHECK(a.log().find("connection cap (2) reached") != std::string::npos);
-}
-
 TEST_CASE("server: a crashing daemon leaves no core dump (it holds the token and the keys)", "[server]") {
   TempDir d;
   // Everything a core needs: no size limit, and a writable working
