@@ -2,6 +2,7 @@
 #include "agent/server.hpp"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
@@ -43,6 +44,11 @@ constexpr auto kAcceptPause = std::chrono::milliseconds(100);
 // frees its slot at once instead of when the wait ends. What a client
 // pipelines meanwhile is kept for after the answer, up to the header limit.
 constexpr size_t kWatchBytes = 1024;
+
+// A request with a body larger than this leaves behind freed heap (the body,
+// its copies, the parsed JSON) that malloc keeps: the connection drops its
+// buffers once answered, and the heap is trimmed.
+constexpr size_t kLargeRequest = 64 * 1024;
 
 auto api_log() {
   static auto log = fa::logger("api");
@@ -159,6 +165,19 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
 
   LogLimiter refused_log, handshake_log, accept_log;
 
+  // glibc keeps the pages of freed memory (the arenas of the I/O thread and
+  // the worker, fragmented by a large document's small nodes): after a large
+  // request, give them back. On the worker, queued behind the work that
+  // freed them; bursts share one trim.
+  std::atomic<bool> trim_queued{false};
+  void trim_soon() {
+    if (trim_queued.exchange(true)) return;
+    asio::post(worker, [self = shared_from_this()] {
+      self->trim_queued = false;
+      ::malloc_trim(0);
+    });
+  }
+
   void do_accept();
   void on_accept(beast::error_code ec, tcp::socket sock);
   template <class S>
@@ -190,6 +209,7 @@ class Session : public Tracked, public std::enable_shared_from_this<Session<Stre
   ~Session() override {
     if (sub_) srv_->core.unsubscribe(*sub_);
     srv_->release(*this);
+    if (large_) srv_->trim_soon();
   }
 
   void run() {
@@ -259,6 +279,7 @@ class Session : public Tracked, public std::enable_shared_from_this<Session<Stre
       route_ = "other";
       if (parser_->is_header_done()) route_ = std::string(Api::route_of(std::string_view(parser_->get().target().data(), parser_->get().target().size())));
       linger_ = true;  // the rest of the body may still be on its way
+      large_ = true;
       return send(Api::error(413, "payload_too_large",
                              "the request body is larger than " + std::to_string(kMaxBody) + " bytes", "", 11, false));
     }
@@ -273,6 +294,7 @@ class Session : public Tracked, public std::enable_shared_from_this<Session<Stre
     lowest().expires_never();
     req_ = parser_->release();
     t0_ = std::chrono::steady_clock::now();
+    large_ = req_.body().size() > kLargeRequest;
     if (!authenticated_ && srv_->core.check_token(std::string_view(req_[http::field::authorization].data(),
                                                                    req_[http::field::authorization].size())) ==
                                AuthResult::Ok)
@@ -365,6 +387,18 @@ class Session : public Tracked, public std::enable_shared_from_this<Session<Stre
 
   void on_write(beast::error_code ec, size_t) {
     if (ec) return fail(ec, "write");
+    if (large_) {
+      // Kept alive, this connection would hold the large request's memory
+      // until its next request, and beyond: assigning a short string keeps
+      // the long one's allocation (libstdc++ copies into it). Moved out and
+      // destroyed instead.
+      large_ = false;
+      { Request gone = std::move(req_); }
+      { Response gone = std::move(res_); }
+      parser_.reset();
+      if (buffer_.size() == 0) buffer_.shrink_to_fit();
+      srv_->trim_soon();
+    }
     if (!keep_alive_) return linger_ ? linger_close() : close();
     if (buffer_.size() > 0) return do_read();  // pipelined request already here
     if constexpr (kTls) {
@@ -446,6 +480,7 @@ class Session : public Tracked, public std::enable_shared_from_this<Session<Stre
   bool idle_expired_ = false;
   bool linger_ = false;
   bool authenticated_ = false;
+  bool large_ = false;
   bool watching_ = false;
   bool woken_ = false;
   size_t drained_ = 0;

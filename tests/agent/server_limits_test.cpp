@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The daemon under clients that take more than their share: connections
 // without a token that hold slots (from one address and from many),
-// long-polls whose clients went away, running out of file descriptors and
-// log lines a client can make repeat. The real daemon on loopback;
-// 127.0.0.0/8 is all loopback, so clients bind to 127.0.0.2 and up to come
-// from other addresses.
+// long-polls whose clients went away, running out of file descriptors, log
+// lines a client can make repeat, and the memory of 1 MiB bodies. The real
+// daemon on loopback; 127.0.0.0/8 is all loopback, so clients bind to
+// 127.0.0.2 and up to come from other addresses.
 #include <arpa/inet.h>
 #include <catch2/catch.hpp>
 #include <netinet/in.h>
@@ -170,6 +170,12 @@ double cpu_seconds(pid_t pid) {
     if (i == 15) stime = std::stoull(f);
   }
   return static_cast<double>(ut + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+long rss_anon_kib(pid_t pid) {
+  std::string s = read_all("/proc/" + std::to_string(pid) + "/status");
+  auto p = s.find("RssAnon:");
+  return p == std::string::npos ? -1 : std::stol(s.substr(p + 8));
 }
 
 }  // namespace
@@ -469,4 +475,51 @@ TEST_CASE("server: refused connections and failed TLS handshakes are logged once
   CHECK(count(a.log(), "(49 more like it not logged since the last one)") == 2);
   ::close(h1);
   ::close(h2);
+}
+
+TEST_CASE("server: the memory of 1 MiB bodies is given back", "[server][limits]") {
+#if defined(__SANITIZE_ADDRESS__)
+  WARN("AddressSanitizer keeps freed memory in quarantine: resident memory says nothing here");
+  return;
+#endif
+  TempDir d;
+  AgentProcess a(d.path, "");
+  // A mesh of 1 MiB (about 5,800 peers) that does not validate: parsed,
+  // checked whole and answered 422 with every error (2 MB of JSON).
+  json mesh = {{"cluster_id", "c-1"}, {"address", "10.42.0.1/24"}, {"peers", json::array()}};
+  for (size_t i = 0, size = mesh.dump().size();; ++i) {
+    std::string key(43, 'A');
+    std::string n = std::to_string(i);
+    key.replace(0, n.size(), n);
+    json peer = {{"public_key", key + "="},
+                 {"endpoint", "192.0.2." + std::to_string(i % 250 + 1) + ":51820"},
+                 {"allowed_ips", {"10." + std::to_string((i >> 8) & 255) + "." + std::to_string(i & 255) + ".1/32"}}};
+    size += peer.dump().size() + 1;
+    if (size > (1u << 20)) break;
+    mesh["peers"].push_back(std::move(peer));
+  }
+  const std::string body = mesh.dump();
+  REQUIRE(body.size() <= (1u << 20));
+  const std::string put = "PUT /v1/mesh HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + a.token() +
+                          "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+                          "\r\n\r\n" + body;
+  std::vector<int> conns;
+  for (int i = 0; i < 8; ++i) conns.push_back(connect_from("127.0.0.1", a.port()));
+  const long before = rss_anon_kib(a.pid());
+  for (int round = 0; round < 4; ++round)
+    for (int fd : conns) {
+      REQUIRE(send_all(fd, put));
+      REQUIRE(read_answer(fd) == 422);
+    }
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const long kept_alive = rss_anon_kib(a.pid());
+  for (int fd : conns) ::close(fd);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const long closed = rss_anon_kib(a.pid());
+  INFO("RssAnon KiB: before " << before << ", after 32 bodies on 8 kept-alive connections " << kept_alive
+                              << ", closed " << closed);
+  // Kept alive, a connection holds no body; the heap is trimmed (before:
+  // each connection kept its last body and answer, and the heap its peak).
+  CHECK(kept_alive - before < 8 * 1024);
+  CHECK(closed - before < 8 * 1024);
 }
