@@ -19,7 +19,7 @@ ASAN_EXCLUDE ?= lab|packaging
 # `make package PACKAGE_RELEASE=2` builds the next package revision.
 PACKAGE_RELEASE ?= 1
 
-.PHONY: all deps deps-test build build-asan build-tsan run demo bench test test-fast test-tsan package clean format
+.PHONY: killpoints all deps deps-test build build-asan build-tsan run demo bench test test-fast test-tsan package clean format
 
 all: build
 
@@ -95,3 +95,8 @@ format:
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+
+# Every crash point of a mesh change, not the sample `make test` runs
+# (tests/agent/killpoints.py; docs/reliability.md).
+killpoints: build
+	python3 tests/agent/killpoints.py ./$(BUILD)/agent/fabric-agent

@@ -5,8 +5,10 @@
 #include <cstring>
 
 #include "agent/rdma_service.hpp"
+#include "common/fault.hpp"
 #include "common/log.hpp"
 #include "common/random.hpp"
+#include "probes/check.hpp"
 
 namespace fa::agent {
 
@@ -130,13 +132,13 @@ bool StatusParts::operator==(const StatusParts& o) const {
   return starting == o.starting && inspect == o.inspect && mesh_available == o.mesh_available && same_mesh &&
          mesh_live == o.mesh_live && mesh_error == o.mesh_error && public_key == o.public_key &&
          endpoint == o.endpoint && interface == o.interface && listen_port == o.listen_port && pods == o.pods &&
-         warnings == o.warnings;
+         health == o.health && warnings == o.warnings;
 }
 
 const std::string& Snapshot::body() const {
   std::call_once(rendered_, [this] {
     // The keys in the order a document would sort them.
-    body_ = "{\"inspect\":" + parts.inspect + ",\"mesh\":" +
+    body_ = "{\"health\":" + parts.health + ",\"inspect\":" + parts.inspect + ",\"mesh\":" +
             (parts.starting ? std::string("null") : mesh_block(parts).dump(-1, ' ', false, json::error_handler_t::replace)) +
             ",\"pods\":" + parts.pods + ",\"warnings\":" +
             json(parts.warnings).dump(-1, ' ', false, json::error_handler_t::replace) + "}";
@@ -259,12 +261,13 @@ void Core::recover_locked(const Config& cfg) {
   }
   desired_ = std::make_shared<overlay::DesiredMesh>(std::move(*v.value));
   log->warn("state rebuilt from live interface {}: {} peers kept", cfg.overlay.interface, desired_->peers.size());
-  if (Status s = store_->save(PersistedState{*desired_}); !s) log->error("state: {}", s.error().message);
+  if (Status s = store_->save(PersistedState{*desired_, std::nullopt}); !s) log->error("state: {}", s.error().message);
 }
 
 Status Core::start(const std::function<void()>& before_first_refresh) {
   auto log = fa::logger("state");
   const Config cfg = config();
+  std::optional<Removal> removing;
   {
     std::lock_guard lk(op_mu_);
     overlay::ParseOptions po;
@@ -273,6 +276,7 @@ Status Core::start(const std::function<void()>& before_first_refresh) {
     auto loaded = store_->load();
     if (!loaded) return Error{"state: " + loaded.error().message, loaded.error().sys_errno};
     if (loaded->state.mesh) desired_ = std::make_shared<overlay::DesiredMesh>(std::move(*loaded->state.mesh));
+    removing = loaded->state.removing;
     if (!loaded->moved_aside.empty()) {
       log->error("state file {}/state.json is unusable ({}); moved it to {} and rebuilding from the kernel's view",
                  cfg.state_dir, loaded->problem, loaded->moved_aside);
@@ -290,6 +294,16 @@ Status Core::start(const std::function<void()>& before_first_refresh) {
   if (before_first_refresh) before_first_refresh();
   {
     std::lock_guard lk(op_mu_);
+    if (mesh_ && !desired_ && removing) {
+      // A DELETE cut short: finish it (wherever a pod may hold the interface).
+      auto netns = pods_.interface_netns ? pods_.interface_netns() : std::nullopt;
+      if (Status s = mesh_->down(removing->interface, netns ? netns : removing->netns); s) {
+        fa::logger("mesh")->info("{}: removal finished (the mesh was deleted before the last stop)", removing->interface);
+        if (Status w = store_->save(PersistedState{}); !w) log->warn("state: {}", w.error().message);
+      } else {
+        fa::logger("mesh")->error("{}: could not finish the removal: {}", removing->interface, s.error().message);
+      }
+    }
     if (mesh_ && desired_) {
       auto mlog = fa::logger("mesh");
       std::optional<overlay::DesiredMesh> copy;
@@ -328,6 +342,8 @@ StatusParts Core::parts_locked(bool live, const std::string& error) {
     p.pods = (l.is_object() && l.contains("pods") ? l["pods"] : json::array())
                  .dump(-1, ' ', false, json::error_handler_t::replace);
   }
+  p.health = json{{"healthy", conditions_.empty()}, {"conditions", probes::to_json(conditions_)}}.dump(
+      -1, ' ', false, json::error_handler_t::replace);
   p.warnings = warnings_;
   return p;
 }
@@ -349,15 +365,18 @@ void Core::publish_locked(StatusParts parts) {
 void Core::refresh() {
   auto log = fa::logger("agent");
   auto t0 = std::chrono::steady_clock::now();
+  const Config cfg = config();
   std::lock_guard lk(op_mu_);
   warnings_.clear();
   json inspect = nullptr;
   fabric_address_.reset();
+  std::optional<probes::Report> report;
   if (discovery_) {
     auto r = discovery_->discover();
     if (r) {
       if (r->fabric.kind == "roce") fabric_address_ = r->fabric.address;
       inspect = probes::to_json(*r);
+      report = std::move(*r);
     } else {
       ++refresh_failures_;
       warnings_.push_back("discovery failed: " + r.error().message);
@@ -388,6 +407,25 @@ void Core::refresh() {
     else if (r->created || r->device_changed || r->link_changed)
       fa::logger("mesh")->warn("{}: had drifted from the desired mesh; restored (changes: {})", m.interface,
                                to_json(*r)["changes"].dump());
+  }
+  // Health: the discovery and, with a mesh, the peers' handshakes.
+  if (report) {
+    std::vector<probes::PeerSeen> peers;
+    if (mesh_ && desired_ && live_)
+      if (auto s = mesh_->show(desired_->interface, netns_locked(*desired_)))
+        for (const auto& p : s->device.peers) peers.push_back({overlay::key_to_base64(p.public_key), p.last_handshake_sec});
+    health_.configure(probes::health_from_config(cfg));
+    auto now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch());
+    auto before = conditions_;
+    conditions_ = health_.observe(*report, cfg.sysfs_root, peers, now.count());
+    for (const auto& c : conditions_)
+      if (std::find(before.begin(), before.end(), c) == before.end())
+        log->warn("health: {}", probes::condition_line(c));
+    for (const auto& c : before)
+      if (std::find_if(conditions_.begin(), conditions_.end(), [&](const probes::Condition& n) {
+            return n.code == c.code && n.subject == c.subject;
+          }) == conditions_.end())
+        log->info("health: cleared: {}: {}", c.subject, c.code);
   }
   publish_locked(parts_locked(live_, live_error_));
   ++refreshes_;
@@ -522,19 +560,21 @@ ApiResult Core::change_locked(overlay::DesiredMesh next, const overlay::PeerChan
   auto log = fa::logger("mesh");
   const bool persist = !desired_ || *desired_ != next;
   if (persist)
-    if (Status s = peers ? store_->append(*peers, next) : store_->save(PersistedState{next}); !s) {
+    if (Status s = peers ? store_->append(*peers, next) : store_->save(PersistedState{next, std::nullopt}); !s) {
       log->error("state: {}", s.error().message);
       return ApiFailure{500, "state_write_failed", "nothing changed: " + s.error().message, "", nullptr};
     }
+  fault_point("daemon: desired state persisted, not applied");
   std::optional<overlay::DesiredMesh> copy;
   auto r = peers ? mesh_->apply_peers(placed_locked(*desired_, copy), *peers) : mesh_->apply(placed_locked(next, copy));
   if (!r) {
     log->error("{}: apply failed: {}", next.interface, r.error().message);
     if (persist)
-      if (Status s = store_->save(PersistedState{desired_ ? std::optional(*desired_) : std::nullopt}); !s)
+      if (Status s = store_->save(PersistedState{desired_ ? std::optional(*desired_) : std::nullopt, std::nullopt}); !s)
         log->error("state: writing back the previous mesh after the failed apply: {}", s.error().message);
     return ApiFailure{500, "apply_failed", r.error().message, "", nullptr};
   }
+  fault_point("daemon: applied, not published");
   desired_ = std::make_shared<overlay::DesiredMesh>(std::move(next));
   live_ = true;
   live_error_.clear();
@@ -552,10 +592,11 @@ ApiResult Core::delete_mesh() {
   const Config cfg = config();
   std::lock_guard lk(op_mu_);
   const std::string ifname = desired_ ? desired_->interface : cfg.overlay.interface;
-  // Forgotten first: a removal that fails half-way is retried by the
-  // control plane, never undone by a refresh that recreates the interface.
+  // Forgotten first, with the removal to finish: a removal cut short (a
+  // crash) is finished at the next start, one that fails is retried by the
+  // control plane, and neither is undone by a refresh recreating it.
   if (desired_)
-    if (Status s = store_->save(PersistedState{}); !s)
+    if (Status s = store_->save(PersistedState{std::nullopt, Removal{ifname, desired_->netns}}); !s)
       return ApiFailure{500, "state_write_failed", "nothing changed: " + s.error().message, "", nullptr};
   const bool had = desired_ != nullptr;
   std::optional<std::string> netns = desired_ ? netns_locked(*desired_) : std::nullopt;
@@ -565,7 +606,10 @@ ApiResult Core::delete_mesh() {
     publish_locked(parts_locked(false, ""));
     return ApiFailure{500, "down_failed", s.error().message, "", nullptr};
   }
-  if (had) log->info("{}: mesh removed", ifname);
+  if (had) {
+    log->info("{}: mesh removed", ifname);
+    if (Status s = store_->save(PersistedState{}); !s) log->warn("state: {}", s.error().message);
+  }
   live_ = false;
   live_error_.clear();
   publish_locked(parts_locked(false, ""));
@@ -597,7 +641,13 @@ std::string Core::metrics_text() {
     snap = snap_;
     inspect = inspect_full_;
   }
+  json health;
+  {
+    std::lock_guard lk(op_mu_);
+    health = probes::to_json(conditions_);
+  }
   MetricsInput in;
+  in.health = &health;
   in.inspect = inspect.get();
   in.mesh_live = live ? &*live : nullptr;
   in.generation = snap->generation;

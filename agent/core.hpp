@@ -27,6 +27,7 @@
 #include "agent/state.hpp"
 #include "common/config.hpp"
 #include "common/result.hpp"
+#include "probes/health.hpp"
 
 namespace fa::agent {
 
@@ -48,6 +49,7 @@ struct StatusParts {
   std::string interface;                // the configured one, shown while no mesh
   uint16_t listen_port = 0;
   std::string pods = "[]";  // JSON text
+  std::string health = R"({"conditions":[],"healthy":true})";  // JSON text
   std::vector<std::string> warnings{"starting"};
   bool operator==(const StatusParts& o) const;
 };
@@ -176,6 +178,8 @@ class Core {
   std::string public_key_;
   PodsHooks pods_;
   bool discovered_ = false;
+  probes::Health health_;
+  std::vector<probes::Condition> conditions_;
 
   mutable std::mutex snap_mu_;
   std::shared_ptr<const Snapshot> snap_;

@@ -10,6 +10,7 @@
 #include "agent/cli.hpp"
 #include "overlay/cli.hpp"
 #include "pods/cli.hpp"
+#include "probes/check.hpp"
 #include "probes/cli.hpp"
 #include "probes/rdma/cli.hpp"
 
@@ -30,6 +31,8 @@ const Command kCommands[] = {
     {"run", "the daemon: HTTP API for the control plane (see docs/api.md)", fa::agent::cmd_run},
     {"status", "the local daemon's view: fabric, NCCL env, mesh, pods", fa::agent::cmd_status},
     {"cluster", "cluster form --agent URL...: check a set of agents and form their mesh", fa::agent::cmd_cluster},
+    {"check", "the host's health, NHC-style: exit 0 healthy, 1 one line per failing condition",
+     fa::probes::cmd_check},
     {"cdi", "CDI spec for fabric-agent.io/rdma=all: cdi generate [--output DIR]", fa::pods::cmd_cdi},
     {"inspect", "one discovery pass: HCAs, GIDs, GPUs, fabric identity, NCCL env", fa::probes::cmd_inspect},
     {"mesh", "WireGuard overlay: mesh apply --file F | show [--json] | down", fa::overlay::cmd_mesh},

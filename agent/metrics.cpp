@@ -279,6 +279,22 @@ std::string render_metrics(const MetricsInput& in, const ApiMetrics& api) {
   out += rx;
   family(out, "fabric_agent_mesh_peer_transmit_bytes_total", "counter", "Bytes sent to a peer over the overlay.");
   out += tx;
+
+  std::string conditions;
+  size_t held = 0;
+  if (in.health && in.health->is_array())
+    for (const auto& c : *in.health) {
+      if (!c.is_object()) continue;
+      ++held;
+      conditions += "fabric_agent_health_condition_start_time_seconds{code=\"" + escape_label(c.value("code", "")) +
+                    "\",subject=\"" + escape_label(c.value("subject", "")) + "\"} " +
+                    num(static_cast<uint64_t>(c.value("since_unix", int64_t{0}))) + "\n";
+    }
+  family(out, "fabric_agent_healthy", "gauge", "1 when no health condition holds (docs/health.md).");
+  out += std::string("fabric_agent_healthy ") + (held ? "0" : "1") + "\n";
+  family(out, "fabric_agent_health_condition_start_time_seconds", "gauge",
+         "Unix time a health condition was raised, by code and subject; absent when it does not hold.");
+  out += conditions;
   return out;
 }
 

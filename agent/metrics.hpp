@@ -41,6 +41,7 @@ class ApiMetrics {
 struct MetricsInput {
   const nlohmann::json* inspect = nullptr;    // inspect document or null
   const nlohmann::json* mesh_live = nullptr;  // mesh show document or null
+  const nlohmann::json* health = nullptr;     // [{code, subject, evidence, since_unix}] or null
   uint64_t generation = 0;
   double start_time_unix = 0;
   uint64_t refreshes = 0;

@@ -147,12 +147,8 @@ int cmd_run(const std::vector<std::string>& argv) {
     po.cdi_dir = cfg->pods.cdi_dir;
     po.dev_root = cfg->pods.dev_root;
     po.sysfs_root = cfg->sysfs_root;
-    po.overlay_cidr = cfg->overlay.cidr;
     po.inspect = [&core] { return *core.inspect_document(); };
-    po.desired_mesh = [&core] {
-      auto m = core.desired_held();
-      return m ? overlay::to_json(*m) : nlohmann::json();
-    };
+    po.desired_mesh = [&core] { return core.desired_held(); };
     po.changed = refresh;
     po.serialize = [&core](const std::function<nlohmann::json()>& fn) { return core.run_serialized(fn); };
     // Fails only when the registry cannot be read (nothing reconciled yet):

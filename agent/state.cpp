@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "common/fault.hpp"
 #include "common/fs.hpp"
 #include "common/json.hpp"
 
@@ -68,6 +69,14 @@ Result<PersistedState> parse_state(const std::string& text, const overlay::Parse
     *serial = s != doc.end() && s->is_number_unsigned() ? s->get<uint64_t>() : 0;
   }
   PersistedState s;
+  if (auto r = doc.find("removing"); r != doc.end() && !r->is_null()) {
+    auto ifname = r->is_object() ? r->find("interface") : r->end();
+    if (ifname == r->end() || !ifname->is_string() || !overlay::valid_interface_name(ifname->get<std::string>()))
+      return Error{"removing: expected {\"interface\": NAME, \"netns\": PATH or null}"};
+    Removal rm{ifname->get<std::string>(), std::nullopt};
+    if (auto ns = r->find("netns"); ns != r->end() && ns->is_string()) rm.netns = ns->get<std::string>();
+    s.removing = std::move(rm);
+  }
   if (auto m = doc.find("mesh"); m != doc.end() && !m->is_null()) {
     auto p = overlay::parse_desired(*m, opt);
     if (!p.ok()) return Error{"mesh: " + p.errors.front().str()};
@@ -80,6 +89,9 @@ std::string dump_state(const PersistedState& s, uint64_t serial) {
   json doc = {{"version", kStateVersion},
               {"serial", serial},
               {"mesh", s.mesh ? overlay::to_json(*s.mesh) : json(nullptr)}};
+  if (s.removing)
+    doc["removing"] = {{"interface", s.removing->interface},
+                       {"netns", s.removing->netns ? json(*s.removing->netns) : json(nullptr)}};
   return doc.dump() + "\n";
 }
 
@@ -190,13 +202,14 @@ Status StateStore::save(const PersistedState& s) {
 }
 
 Status StateStore::append(const overlay::PeerChanges& change, const overlay::DesiredMesh& after) {
-  if (journal_bytes_ > std::max(kJournalFloor, snapshot_bytes_)) return save(PersistedState{after});
+  if (journal_bytes_ > std::max(kJournalFloor, snapshot_bytes_)) return save(PersistedState{after, std::nullopt});
   if (!journal_.valid()) {
     // A new journal starts with the serial of the snapshot it continues.
     Fd fd(::open(journal_path().c_str(), O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
     if (!fd.valid()) return Error::from_errno("create " + journal_path());
     const std::string head = json{{"serial", serial_}}.dump() + "\n";
     if (Status w = write_all(fd.get(), head, "write " + journal_path()); !w) return w;
+    fault_point("journal: header written, not synced");
     if (::fsync(fd.get()) != 0) return Error::from_errno("fsync " + journal_path());
     if (Status d = fsync_dir(dir_); !d) return d;
     journal_ = std::move(fd);
@@ -207,9 +220,11 @@ Status StateStore::append(const overlay::PeerChanges& change, const overlay::Des
     // What was written of it (if anything) is a cut last line: start over
     // from a snapshot rather than append after it.
     journal_.reset();
-    return save(PersistedState{after}).ok() ? Status{} : w;
+    return save(PersistedState{after, std::nullopt}).ok() ? Status{} : w;
   }
+  fault_point("journal: line written, not synced");
   if (::fdatasync(journal_.get()) != 0) return Error::from_errno("fdatasync " + journal_path());
+  fault_point("journal: line synced");
   journal_bytes_ += line.size();
   return {};
 }

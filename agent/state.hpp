@@ -25,8 +25,18 @@
 
 namespace fa::agent {
 
+// An interface being removed (DELETE /v1/mesh): written before it is
+// removed, so that a crash in between finishes the removal at the next start
+// instead of leaving an interface no desired mesh accounts for.
+struct Removal {
+  std::string interface;
+  std::optional<std::string> netns;
+  bool operator==(const Removal&) const = default;
+};
+
 struct PersistedState {
   std::optional<overlay::DesiredMesh> mesh;  // canonical desired mesh
+  std::optional<Removal> removing;
   bool operator==(const PersistedState&) const = default;
 };
 

@@ -48,6 +48,15 @@ pods:
   socket: /run/fabric-agent/pods.sock  # where the OCI hooks register containers
   cdi_dir: /var/run/cdi                # CDI spec directory; "" = no spec written
   dev_root: /dev
+health:             # when a condition is raised (docs/health.md)
+  flap_down: 25s            # a flap: a fabric port down this long, then up ...
+  flap_count: 3             # ... this many times ...
+  flap_window: 12h          # ... within this window
+  carrier_losses: 5         # or this many losses of the link ...
+  carrier_window: 24h       # ... within this window
+  symbol_errors_per_hour: 120
+  handshake_timeout: 180s   # a mesh peer silent this long is down
+  hold: 5m                  # a cleared condition stays raised this long
 state_dir: /var/lib/fabric-agent
 sysfs_root: /sys
 log_level: info     # trace | debug | info | warn | error | critical | off
@@ -346,6 +355,20 @@ Config walk(const YAML::Node& root, const Walker& w) {
                               if (s.empty()) w.fail(x, q, "empty; accepted: a directory path such as /dev");
                               c.pods.dev_root = s;
                             }},
+                       });
+           }},
+          {"health",
+           [&](const YAML::Node& v, const std::string& p) {
+             w.mapping(v, p,
+                       {
+                           {"flap_down", [&](const YAML::Node& x, const std::string& q) { c.health.flap_down = w.duration(x, q, 1, 3600); }},
+                           {"flap_count", [&](const YAML::Node& x, const std::string& q) { c.health.flap_count = static_cast<int>(w.integer(x, q, 1, 1000)); }},
+                           {"flap_window", [&](const YAML::Node& x, const std::string& q) { c.health.flap_window = w.duration(x, q, 60, 30 * 86400); }},
+                           {"carrier_losses", [&](const YAML::Node& x, const std::string& q) { c.health.carrier_losses = static_cast<int>(w.integer(x, q, 1, 1000)); }},
+                           {"carrier_window", [&](const YAML::Node& x, const std::string& q) { c.health.carrier_window = w.duration(x, q, 60, 30 * 86400); }},
+                           {"symbol_errors_per_hour", [&](const YAML::Node& x, const std::string& q) { c.health.symbol_errors_per_hour = static_cast<int>(w.integer(x, q, 1, 100000000)); }},
+                           {"handshake_timeout", [&](const YAML::Node& x, const std::string& q) { c.health.handshake_timeout = w.duration(x, q, 30, 86400); }},
+                           {"hold", [&](const YAML::Node& x, const std::string& q) { c.health.hold = w.duration(x, q, 0, 86400); }},
                        });
            }},
           {"state_dir",

@@ -70,6 +70,19 @@ struct ApiConfig {
   bool operator==(const ApiConfig&) const = default;
 };
 
+// When a fabric port, a link or a peer counts as unhealthy (docs/health.md).
+struct HealthSettings {
+  std::chrono::seconds flap_down{25};        // a flap: down at least this long, then up
+  int flap_count = 3;                        // this many flaps ...
+  std::chrono::seconds flap_window{12 * 3600};  // ... within this window
+  int carrier_losses = 5;                    // or this many losses of the link ...
+  std::chrono::seconds carrier_window{24 * 3600};  // ... within this window
+  int symbol_errors_per_hour = 120;
+  std::chrono::seconds handshake_timeout{180};  // a peer silent this long is down
+  std::chrono::seconds hold{300};            // a cleared condition stays raised this long
+  bool operator==(const HealthSettings&) const = default;
+};
+
 struct Config {
   std::string listen = "127.0.0.1:7471";  // HOST:PORT or [V6]:PORT
   // Plain HTTP sends the bearer token in clear: it is refused on any address
@@ -82,6 +95,7 @@ struct Config {
   FabricConfig fabric;
   ApiConfig api;
   PodsConfig pods;
+  HealthSettings health;
   std::string state_dir = "/var/lib/fabric-agent";
   std::string sysfs_root = "/sys";
   std::string log_level = "info";

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "common/fs.hpp"
 
+#include "common/fault.hpp"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -116,6 +118,7 @@ Status write_file_atomic(const std::string& path, std::string_view data, unsigne
     ::unlink(tmp.c_str());
     return e;
   };
+  fault_point("atomic write: temp file created");
   if (::fchmod(fd.get(), mode) != 0) return fail("fchmod");
   size_t off = 0;
   while (off < data.size()) {
@@ -126,15 +129,19 @@ Status write_file_atomic(const std::string& path, std::string_view data, unsigne
     }
     off += static_cast<size_t>(n);
   }
+  fault_point("atomic write: written, not synced");
   if (::fsync(fd.get()) != 0) return fail("fsync");
+  fault_point("atomic write: synced, not renamed");
   fd.reset();
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     Error e = Error::from_errno("rename " + tmp + " to " + path);
     ::unlink(tmp.c_str());
     return e;
   }
+  fault_point("atomic write: renamed, directory not synced");
   Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dfd.valid()) ::fsync(dfd.get());
+  fault_point("atomic write: done");
   return {};
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Handling of secrets (tokens, private keys): wiped when done with, and
-// compared in a time that does not depend on their content.
+// compared in a time that does not depend on their content (OpenSSL's
+// CRYPTO_memcmp).
 #pragma once
 
 #include <cstddef>

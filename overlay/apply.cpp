@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <thread>
 #include <unordered_map>
 
+#include "common/fault.hpp"
 #include "common/fs.hpp"
 #include "common/log.hpp"
 #include "common/secure.hpp"
@@ -57,9 +59,15 @@ Result<Backend> detect_backend(const LinkInfo& li, const std::string& ifname, co
     reason = "existing kernel wireguard interface adopted";
     return Backend::Kernel;
   }
-  if (auto srv = uapi_server_pid(uapi_dir, ifname)) {
-    reason = "existing interface served by wireguard-go (pid " + std::to_string(*srv) + ") adopted";
-    return Backend::Userspace;
+  // A tun whose wireguard-go is still starting (it makes the tun, then its
+  // socket) is given a moment: a daemon killed while it started one finds
+  // that one again after a restart.
+  for (int i = 0; i < (li.kind == "tun" ? 40 : 1); ++i) {
+    if (auto srv = uapi_server_pid(uapi_dir, ifname)) {
+      reason = "existing interface served by wireguard-go (pid " + std::to_string(*srv) + ") adopted";
+      return Backend::Userspace;
+    }
+    if (li.kind == "tun") std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return Error{"interface " + ifname + " exists (kind '" + li.kind +
                    "') but is neither a kernel wireguard link nor served by wireguard-go at " +
@@ -87,7 +95,14 @@ Result<Backend> create(const std::string& ifname, const ApplyOptions& opt, std::
                      " is not in this namespace",
                  EEXIST};
   auto pid = start_wireguard_go(opt.wireguard_go, ifname, opt.uapi_dir, opt.state_dir);
-  if (!pid) return pid.take_error();
+  if (!pid) {
+    // A wireguard-go started by a run killed before it recorded it may have
+    // taken the name first: adopt that one once it serves its socket.
+    auto li = rtnl_get_link(ifname);
+    if (li && *li && (*li)->kind == "tun")
+      if (auto b = detect_backend(**li, ifname, opt.uapi_dir, reason)) return *b;
+    return pid.take_error();
+  }
   return Backend::Userspace;
 }
 
@@ -145,12 +160,14 @@ Result<Located> locate_or_create(const std::string& ifname, const std::optional<
     if (!b) return b.take_error();
     loc.backend = *b;
     loc.created = true;
+    fault_point("overlay: interface created, not configured");
     fa::logger("overlay")->info("{}: created with the {} backend: {}", ifname, backend_name(loc.backend),
                                 loc.reason);
   }
   if (loc.ns && !in_target) {
     if (auto s = rtnl_move_to_netns(ifname, loc.ns->get()); !s) return s.take_error();
     loc.moved = true;
+    fault_point("overlay: interface moved into its namespace");
     fa::logger("overlay")->info("{}: moved into netns {}", ifname, *netns);
   }
   if (loc.ns) {
@@ -213,6 +230,7 @@ Result<bool> configure_link(const DesiredMesh& m) {
   if (m.mtu && link.mtu != *m.mtu) {
     if (auto s = rtnl_set_mtu(m.interface, *m.mtu); !s) return s.take_error();
     changed = true;
+    fault_point("overlay: MTU set");
   }
   bool have = false;
   for (const auto& a : link.addrs) {
@@ -221,11 +239,13 @@ Result<bool> configure_link(const DesiredMesh& m) {
     } else if (a.family == AF_INET) {
       if (auto s = rtnl_del_addr(link.ifindex, a); !s) return s.take_error();
       changed = true;
+      fault_point("overlay: an old address removed");
     }
   }
   if (!have) {
     if (auto s = rtnl_add_addr(link.ifindex, m.address); !s) return s.take_error();
     changed = true;
+    fault_point("overlay: address added, link maybe down");
   }
   if (!link.up) {
     if (auto s = rtnl_set_up(m.interface); !s) return s.take_error();
@@ -245,6 +265,23 @@ Status set(WgBackend& be, Device& change, const std::string& ifname) {
   if (change.private_key) wipe(*change.private_key);
   if (!s) return Error{ifname + ": configure device: " + s.error().message, s.error().sys_errno};
   return {};
+}
+
+// The calling thread in `netns` (if one is named) while this lives.
+struct InNetns {
+  std::optional<Fd> fd;
+  std::unique_ptr<NetnsGuard> guard;
+};
+Result<InNetns> enter(const std::optional<std::string>& netns) {
+  InNetns in;
+  if (!netns) return in;
+  auto fd = open_netns(*netns);
+  if (!fd) return fd.take_error();
+  in.fd = std::move(*fd);
+  auto g = NetnsGuard::enter(in.fd->get());
+  if (!g) return g.take_error();
+  in.guard = std::move(*g);
+  return in;
 }
 
 long long since_us(std::chrono::steady_clock::time_point t0) {
@@ -294,8 +331,10 @@ Result<ApplyResult> apply(const DesiredMesh& m, const ApplyOptions& opt) {
   if (change.replace_peers)
     fa::logger("overlay")->debug("{}: no current peer stays: the peer list is replaced in one step ({} go)",
                                  m.interface, r.peers_removed);
-  if (r.device_changed)
+  if (r.device_changed) {
     if (auto s = set(*be, change, m.interface); !s) return s.take_error();
+    fault_point("overlay: device set, link not configured");
+  }
   log_change(r);
   auto link = configure_link(m);
   if (!link) return link.take_error();
@@ -369,16 +408,8 @@ Result<ApplyResult> apply_peers(const DesiredMesh& m, const PeerChanges& changes
 }
 
 Result<Shown> show(const std::string& ifname, const ShowOptions& opt) {
-  std::unique_ptr<NetnsGuard> guard;
-  std::optional<Fd> ns;
-  if (opt.netns) {
-    auto fd = open_netns(*opt.netns);
-    if (!fd) return fd.take_error();
-    ns = std::move(*fd);
-    auto g = NetnsGuard::enter(ns->get());
-    if (!g) return g.take_error();
-    guard = std::move(*g);
-  }
+  auto in = enter(opt.netns);
+  if (!in) return in.take_error();
   auto li = rtnl_get_link(ifname);
   if (!li) return li.take_error();
   if (!*li) return Error{"interface " + ifname + " not found", ENODEV};
@@ -455,16 +486,8 @@ std::string summary_line(const ApplyResult& r) {
 Status down(const std::string& ifname, const DownOptions& opt) {
   // Stop our wireguard-go first: its tun goes with it, wherever it was moved.
   if (auto s = stop_wireguard_go(ifname, opt.uapi_dir, opt.state_dir); !s) return s;
-  std::unique_ptr<NetnsGuard> guard;
-  std::optional<Fd> ns;
-  if (opt.netns) {
-    auto fd = open_netns(*opt.netns);
-    if (!fd) return fd.take_error();
-    ns = std::move(*fd);
-    auto g = NetnsGuard::enter(ns->get());
-    if (!g) return g.take_error();
-    guard = std::move(*g);
-  }
+  auto in = enter(opt.netns);
+  if (!in) return in.take_error();
   auto li = rtnl_get_link(ifname);
   if (!li) return li.take_error();
   if (!*li) return {};

@@ -24,7 +24,7 @@ std::string ValidationError::str() const {
   return field + ": `" + value + "': " + message;
 }
 
-bool valid_ifname(std::string_view s) {
+bool valid_interface_name(std::string_view s) {
   // Linux dev_valid_name(): 1-15 bytes, not "." or "..", no '/', ':' or
   // whitespace.
   if (s.empty() || s.size() > 15 || s == "." || s == "..") return false;
@@ -340,7 +340,7 @@ ParseResult parse_desired(const json& doc, const ParseOptions& opt) {
 
   if (const json* v = find(doc, "interface")) {
     if (auto s = ck.str("interface", *v)) {
-      if (!valid_ifname(*s))
+      if (!valid_interface_name(*s))
         ck.fail("interface", v,
                 "expected an interface name of 1-15 characters without '/', ':' or whitespace, not '.' or '..'");
       else

@@ -145,6 +145,5 @@ class NetnsGuard {
   Fd orig_;
 };
 
-bool valid_ifname(std::string_view s);
 
 }  // namespace fa::overlay

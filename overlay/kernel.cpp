@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <memory>
 
+#include "common/fault.hpp"
 #include "common/netlink.hpp"
 #include "common/secure.hpp"
 #include "overlay/internal.hpp"
@@ -194,6 +195,7 @@ class KernelBackend : public WgBackend {
       if (int e = nl_send_auto(g->sock.get(), m.get()); e < 0)
         return nl_error(ifname + ": send SET_DEVICE", e);
       if (int e = nl_wait_for_ack(g->sock.get()); e < 0) return nl_error(ifname + ": WG_CMD_SET_DEVICE", e);
+      fault_point("kernel: one WG_CMD_SET_DEVICE request applied");
     }
     return {};
   }

@@ -147,6 +147,8 @@ struct DesiredMesh {
 };
 
 nlohmann::json to_json(const DesiredMesh& m);  // canonical form; parse_desired(to_json(m)) == m
+// Linux's rules for an interface name (dev_valid_name): 1-15 bytes, no '/', ':' or blanks.
+bool valid_interface_name(std::string_view s);
 nlohmann::json to_json(const DesiredPeer& p);
 
 struct ValidationError {

@@ -21,6 +21,7 @@
 #include <thread>
 #include <utility>
 
+#include "common/fault.hpp"
 #include "common/fs.hpp"
 #include "common/log.hpp"
 #include "common/secure.hpp"
@@ -122,6 +123,7 @@ class UserspaceBackend : public WgBackend {
     auto w = send_all(*fd, req, "UAPI write");
     fa::secure_wipe(req.data(), req.size());  // may hold the private key
     if (!w) return drop(w.take_error());
+    fault_point("wireguard-go: set request sent, not answered");
     auto reply = read_reply(*fd);
     if (!reply) return drop(reply.take_error());
     return uapi_parse_set_reply(*reply);
@@ -221,6 +223,7 @@ Result<pid_t> start_wireguard_go(const std::string& binary, const std::string& i
     ::execvpe(bin.c_str(), argv, envp.data());
     ::_exit(127);
   }
+  fault_point("wireguard-go: started, pid not recorded");
   if (auto w = write_file_atomic(pid_file(state_dir, ifname), std::to_string(pid) + "\n", 0600); !w)
     log->warn("{}: cannot record wireguard-go pid {}: {}", ifname, pid, w.error().message);
   // Wait until it serves the UAPI socket (it creates the tun first).
@@ -247,18 +250,26 @@ Status stop_wireguard_go(const std::string& ifname, const std::string& uapi_dir,
                          const std::string& state_dir) {
   auto log = fa::logger("overlay");
   std::string pf = pid_file(state_dir, ifname);
+  auto srv = uapi_server_pid(uapi_dir, ifname);
   auto text = read_text_file(pf);
-  if (!text) return {};  // we did not start one
   pid_t pid = 0;
-  try {
-    pid = static_cast<pid_t>(std::stol(*text));
-  } catch (...) {
+  if (text) {
+    try {
+      pid = static_cast<pid_t>(std::stol(*text));
+    } catch (...) {
+      pid = 0;
+    }
+  } else if (srv) {
+    // No record (a run killed before it wrote one, or another state
+    // directory): the wireguard-go serving the interface's socket.
+    pid = *srv;
+  }
+  if (pid <= 0) {
     ::unlink(pf.c_str());
     return {};
   }
   // Only stop it if that pid is still the one serving the interface: after a
   // reboot or crash the number may belong to someone else by now.
-  auto srv = uapi_server_pid(uapi_dir, ifname);
   bool ours = srv && *srv == pid;
   if (!ours) {
     // The socket may already be gone (link deleted first); then trust the

@@ -31,11 +31,8 @@ namespace {
 
 class OverlayMover final : public WgMover {
  public:
-  explicit OverlayMover(std::string cidr) : cidr_(std::move(cidr)) {}
-
-  Status take(const PodRecord& pod, const json& mesh_doc) override {
-    auto m = parse(mesh_doc);
-    if (!m) return m.take_error();
+  Status take(const PodRecord& pod, const overlay::DesiredMesh& mesh) override {
+    auto m = std::optional<overlay::DesiredMesh>(mesh);
     std::string ns_path = "/proc/" + std::to_string(pod.pid) + "/ns/net";
     Fd ns(::open(ns_path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!ns.valid()) return Error::from_errno("open " + ns_path);
@@ -61,7 +58,7 @@ class OverlayMover final : public WgMover {
     return {};
   }
 
-  Status give_back(const PodRecord& pod, const json& mesh_doc) override {
+  Status give_back(const PodRecord& pod, const std::optional<overlay::DesiredMesh>& mesh) override {
     auto log = fa::logger("pods");
     if (pod.interface.empty()) return {};
     if (auto it = held_.find(pod.id); it != held_.end()) {
@@ -69,9 +66,8 @@ class OverlayMover final : public WgMover {
       held_.erase(it);
       if (auto s = move_back(ns.get(), pod.interface); !s) return s;
     }
-    if (mesh_doc.is_null()) return {};  // the mesh was deleted meanwhile: nothing to restore
-    auto m = parse(mesh_doc);
-    if (!m) return m.take_error();
+    if (!mesh) return {};  // the mesh was deleted meanwhile: nothing to restore
+    auto m = mesh;
     m->netns.reset();
     Fd host(::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC));
     if (!host.valid()) return Error::from_errno("open /proc/self/ns/net");
@@ -114,14 +110,6 @@ class OverlayMover final : public WgMover {
   }
 
  private:
-  Result<overlay::DesiredMesh> parse(const json& doc) {
-    overlay::ParseOptions po;
-    po.overlay_cidr = cidr_;
-    auto p = overlay::parse_desired(doc, po);
-    if (!p.ok()) return Error{"persisted mesh: " + (p.errors.empty() ? std::string("invalid") : p.errors[0].str()), EINVAL};
-    return *p.value;
-  }
-
   // From the pod's namespace back to ours, if the link is still there.
   static Status move_back(int pod_ns, const std::string& ifname) {
     Fd host(::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC));
@@ -131,14 +119,11 @@ class OverlayMover final : public WgMover {
     return {};
   }
 
-  std::string cidr_;
   std::map<std::string, Fd> held_;
 };
 
 }  // namespace
 
-std::unique_ptr<WgMover> make_overlay_mover(std::string overlay_cidr) {
-  return std::make_unique<OverlayMover>(std::move(overlay_cidr));
-}
+std::unique_ptr<WgMover> make_overlay_mover() { return std::make_unique<OverlayMover>(); }
 
 }  // namespace fa::pods

@@ -31,6 +31,7 @@
 
 #include "common/fd.hpp"
 #include "common/result.hpp"
+#include "overlay/overlay.hpp"
 
 namespace fa::pods {
 
@@ -197,13 +198,14 @@ class PodRegistry {
 class WgMover {
  public:
   virtual ~WgMover() = default;
-  // Moves the interface of `mesh` (canonical desired mesh document) from the
-  // host namespace into the pod's and configures its address there. On
-  // failure the interface is back on the host (or was never moved).
-  virtual Status take(const PodRecord& pod, const nlohmann::json& mesh) = 0;
+  // Moves the interface of `mesh` (the desired mesh) from the host namespace
+  // into the pod's and configures its address there. On failure the
+  // interface is back on the host (or was never moved).
+  virtual Status take(const PodRecord& pod, const overlay::DesiredMesh& mesh) = 0;
   // The pod is gone or going: the interface comes back to the host, from the
-  // pod's namespace if that still exists, else recreated from `mesh`.
-  virtual Status give_back(const PodRecord& pod, const nlohmann::json& mesh) = 0;
+  // pod's namespace if that still exists, else recreated from `mesh` (none:
+  // the mesh was deleted meanwhile, nothing to restore).
+  virtual Status give_back(const PodRecord& pod, const std::optional<overlay::DesiredMesh>& mesh) = 0;
   // Path of the namespace that holds the interface now, if a pod holds it
   // (for the daemon's mesh apply/show while a pod runs).
   virtual std::optional<std::string> netns_of(const std::string& pod_id) = 0;
@@ -217,7 +219,7 @@ class WgMover {
 
 struct ServiceDeps {
   std::function<nlohmann::json()> inspect;       // last `inspect --json` document
-  std::function<nlohmann::json()> desired_mesh;  // canonical desired mesh, or null
+  std::function<std::optional<overlay::DesiredMesh>()> desired_mesh;  // the desired mesh, if any
   WgMover* mover = nullptr;
   std::string proc_root = "/proc";
   std::string sysfs_root = "/sys";  // fabric port states, read at each registration
@@ -263,7 +265,7 @@ class PodService {
 // back. Holds the pod's namespace open while it holds the interface, so the
 // container's exit does not destroy wg0 (its socket stays on the host); after
 // a daemon restart (no handle) a destroyed wg0 is recreated from the mesh.
-std::unique_ptr<WgMover> make_overlay_mover(std::string overlay_cidr = "10.42.0.0/24");
+std::unique_ptr<WgMover> make_overlay_mover();
 
 // ------------------------------------------------------------ transport ---
 

@@ -20,7 +20,7 @@ Result<std::unique_ptr<PodsRuntime>> PodsRuntime::start(PodsRuntimeOptions o) {
   auto reg = PodRegistry::load(o.state_dir + "/pods.json");
   if (!reg) return reg.take_error();
   std::unique_ptr<PodsRuntime> rt(new PodsRuntime());
-  rt->mover_ = o.mover ? std::move(o.mover) : make_overlay_mover(o.overlay_cidr);
+  rt->mover_ = o.mover ? std::move(o.mover) : make_overlay_mover();
   ServiceDeps d;
   d.inspect = o.inspect;
   d.desired_mesh = o.desired_mesh;

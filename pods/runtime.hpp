@@ -27,14 +27,13 @@ struct PodsRuntimeOptions {
   std::string sysfs_root = "/sys";       // HCA -> uverbsN, fabric port states
   std::string dev_root = kDefaultDevRoot;
   std::string hook_path;                 // "" = this binary (/proc/self/exe)
-  std::string overlay_cidr = "10.42.0.0/24";
   std::function<nlohmann::json()> inspect;       // last `inspect --json` document
-  std::function<nlohmann::json()> desired_mesh;  // canonical persisted mesh, or null
+  std::function<std::optional<overlay::DesiredMesh>()> desired_mesh;  // the desired mesh, if any
   std::function<void()> changed;                 // registrations changed
   // Runs a registration under the daemon's own serialisation (the lock its
   // mesh operations take), so a PUT /v1/mesh never races a move. Default: direct.
   std::function<nlohmann::json(const std::function<nlohmann::json()>&)> serialize;
-  std::unique_ptr<WgMover> mover;  // null = make_overlay_mover(overlay_cidr)
+  std::unique_ptr<WgMover> mover;  // null = make_overlay_mover()
 };
 
 class PodsRuntime {

@@ -59,8 +59,8 @@ json PodService::do_register(const json& req) {
   json inspect = deps_.inspect ? deps_.inspect() : json();
   if (auto why = check_active_port(inspect, read_port_states(deps_.sysfs_root, fabric_ports(inspect))))
     return fail("refused", *why);
-  json mesh = deps_.desired_mesh ? deps_.desired_mesh() : json();
-  if (!mesh.is_object())
+  auto mesh = deps_.desired_mesh ? deps_.desired_mesh() : std::nullopt;
+  if (!mesh)
     return fail("refused", "no overlay mesh is configured on this host (the control plane sets it with PUT /v1/mesh); "
                            "a fabric container needs its wg0");
 
@@ -72,12 +72,12 @@ json PodService::do_register(const json& req) {
   if (::stat(ns_path.c_str(), &ns) != 0)
     return fail("bad_request", "register: " + Error::from_errno("stat " + ns_path).message);
   rec.netns_inode = ns.st_ino;
-  rec.interface = mesh.value("interface", "wg0");
-  rec.address = mesh.value("address", "");
+  rec.interface = mesh->interface;
+  rec.address = mesh->address.str();
   rec.registered_unix = static_cast<int64_t>(std::time(nullptr));
 
   if (!deps_.mover) return fail("failed", "register: this agent cannot move the overlay interface (no mover)");
-  if (auto s = deps_.mover->take(rec, mesh); !s) {
+  if (auto s = deps_.mover->take(rec, *mesh); !s) {
     log->warn("pod {}: {} not handed over: {}", rec.id, rec.interface, s.error().message);
     return fail("failed", rec.interface + " could not be moved into the container: " + s.error().message);
   }
@@ -102,7 +102,7 @@ json PodService::do_unregister(const json& req) {
   const PodRecord* rec = reg_.find(id);
   if (!rec) return {{"ok", true}, {"removed", false}};  // a refused container's poststop, or a repeat
   PodRecord copy = *rec;
-  json mesh = deps_.desired_mesh ? deps_.desired_mesh() : json();
+  auto mesh = deps_.desired_mesh ? deps_.desired_mesh() : std::nullopt;
   std::string problem;
   if (deps_.mover)
     if (auto s = deps_.mover->give_back(copy, mesh); !s) problem = s.error().message;
@@ -124,7 +124,7 @@ void PodService::reap_locked() {
   for (const auto& p : reg_.pods())
     if (!pod_alive(p, deps_.proc_root)) dead.push_back(p);
   if (dead.empty()) return;
-  json mesh = deps_.desired_mesh ? deps_.desired_mesh() : json();
+  auto mesh = deps_.desired_mesh ? deps_.desired_mesh() : std::nullopt;
   for (const auto& p : dead) {
     log->warn("pod {} (pid {}) is gone without a poststop hook: releasing {}", p.id, p.pid, p.interface);
     if (deps_.mover)
@@ -152,7 +152,7 @@ size_t PodService::reconcile() {
       lost.push_back(p);
     }
   }
-  json mesh = lost.empty() ? json() : (deps_.desired_mesh ? deps_.desired_mesh() : json());
+  auto mesh = lost.empty() || !deps_.desired_mesh ? std::nullopt : deps_.desired_mesh();
   for (const auto& p : lost) {
     if (deps_.mover)
       if (auto s = deps_.mover->give_back(p, mesh); !s)

@@ -44,7 +44,7 @@ if [ "${1:-}" = --lab ]; then
 # bench/mesh/run.sh --lab: the same benchmark against kernel WireGuard.
 . /lab/lib.sh
 BACKEND=kernel KEYS=/lab/files/keys RUNS=$RUNS SIZES="$SIZES" FULL_RUNS=$FULL_RUNS FULL_PEERS=$FULL_PEERS \\
-  bash /lab/files/run.sh /lab/bin/fabric-agent
+  bash /lab/files/run.sh /usr/bin/fabric-agent
 EOF
   exec "$SRC/tests/lab/run" --binary "$AGENT" --timeout 3600 --file "$WORK/run.sh" --file "$WORK/keys" "$WORK/scenario.sh"
 fi
@@ -109,11 +109,12 @@ refresh_interval: 3600
 overlay: {backend: $BACKEND, interface: $IF, cidr: 10.64.0.0/16}
 pods: {socket: $WORK/pods.sock, cdi_dir: ""}
 EOF
-in_ns 0 "$AGENT" run --config "$WORK/agent.yaml" >"$WORK/agent.log" 2>&1 &
+# Not through in_ns (a function: its background job would be a subshell):
+# `ip netns exec` execs the agent, so $! is the daemon itself.
+ip netns exec "${NS[0]}" "$AGENT" run --config "$WORK/agent.yaml" >"$WORK/agent.log" 2>&1 &
 DAEMON=$!
 for _ in $(seq 100); do grep -q "ready (generation" "$WORK/agent.log" && break; sleep 0.1; done
 grep -q "ready (generation" "$WORK/agent.log" || { cat "$WORK/agent.log" >&2; exit 1; }
-DPID=$(pgrep -f "run --config $WORK/agent.yaml" | head -n 1)
 TOKEN=$(cat "$WORK/state/token")
 DPUB=$(in_ns 0 curl -s -H "Authorization: Bearer $TOKEN" http://127.0.0.1:7471/v1/status |
   sed -n 's/.*"public_key":"\([^"]*\)","state".*/\1/p')
@@ -121,15 +122,16 @@ for i in 1 2; do
   in_ns "$i" wg set "wg$T$i" peer "$DPUB" endpoint 192.168.90.1:51820 allowed-ips 10.64.0.1/32 persistent-keepalive 25
 done
 
-# peers N: the daemon's N peers as JSON list items; the first two live, the
-# others at 10.64.x.y (from .5 on) behind endpoints 192.0.x.y.
+# peer_lines N: the daemon's N peers, "KEY ENDPOINT PREFIX" each; the first
+# two live, the others at 10.64.x.y (from .5 on) behind endpoints 192.0.x.y.
+peer_lines() {
+  echo "${PUB[1]} 192.168.90.2:51820 10.64.0.2/32"
+  echo "${PUB[2]} 192.168.90.3:51820 10.64.0.3/32"
+  head -n $(($1 - 2)) "$KEYS" | awk '{k = NR + 3; printf "%s 192.0.%d.%d:51820 10.64.%d.%d/32\n", $1, int(k / 250), k % 250 + 1, int(k / 250), k % 250 + 1}'
+}
+# peers N: the same as JSON list items.
 peers() {
-  local n=$1
-  {
-    echo "${PUB[1]} 192.168.90.2:51820 10.64.0.2/32"
-    echo "${PUB[2]} 192.168.90.3:51820 10.64.0.3/32"
-    head -n $((n - 2)) "$KEYS" | awk '{k = NR + 3; printf "%s 192.0.%d.%d:51820 10.64.%d.%d/32\n", $1, int(k / 250), k % 250 + 1, int(k / 250), k % 250 + 1}'
-  } | awk '{printf "%s{\"public_key\":\"%s\",\"endpoint\":\"%s\",\"allowed_ips\":[\"%s\"]}", (NR > 1 ? "," : ""), $1, $2, $3}'
+  peer_lines "$1" | awk '{printf "%s{\"public_key\":\"%s\",\"endpoint\":\"%s\",\"allowed_ips\":[\"%s\"]}", (NR > 1 ? "," : ""), $1, $2, $3}'
 }
 mesh() { printf '{"cluster_id":"bench","address":"10.64.0.1/16","peers":[%s]}' "$1"; }
 
@@ -153,7 +155,7 @@ wall() {
 stats() { sort -n "$1" | awk '{ v[NR] = $1 } END { i50 = int((NR + 1) / 2); i95 = int(NR * 0.95 + 0.999); if (i95 < 1) i95 = 1; printf "%.2f %.2f\n", v[i50], v[i95] }'; }
 # cpu_ns: the daemon's CPU time so far (all its threads), in ns: under a
 # loaded host a steadier measure of its own work than the wall clock.
-cpu_ns() { cat /proc/"$DPID"/task/*/schedstat | awk '{ s += $1 } END { print s }'; }
+cpu_ns() { cat /proc/"$DAEMON"/task/*/schedstat | awk '{ s += $1 } END { print s }'; }
 handshakes() { in_ns 0 wg show "$IF" latest-handshakes | awk -v a="${PUB[1]}" -v b="${PUB[2]}" '$1 == a || $1 == b { print $2 }' | sort | tr '\n' ' '; }
 live() { in_ns 0 ping -c 2 -i 0.2 -W 2 -q 10.64.0.2 >/dev/null && in_ns 0 ping -c 2 -i 0.2 -W 2 -q 10.64.0.3 >/dev/null; }
 
@@ -205,9 +207,7 @@ mesh "$list" >"$WORK/full.json"
 mesh "" >"$WORK/empty.json"
 {
   printf '[Interface]\nPrivateKey = %s\nListenPort = 51820\n' "$(cat "$WORK/state/wg.key")"
-  echo "[$list]" | python3 -c 'import json,sys
-for p in json.load(sys.stdin):
-    print("[Peer]\nPublicKey = %s\nEndpoint = %s\nAllowedIPs = %s" % (p["public_key"], p["endpoint"], p["allowed_ips"][0]))'
+  peer_lines "$FULL_PEERS" | awk '{ printf "[Peer]\nPublicKey = %s\nEndpoint = %s\nAllowedIPs = %s\n", $1, $2, $3 }'
 } >"$WORK/full.conf"
 printf '[Interface]\nPrivateKey = %s\nListenPort = 51820\n' "$(cat "$WORK/state/wg.key")" >"$WORK/empty.conf"
 chmod 600 "$WORK"/*.conf
@@ -229,7 +229,11 @@ last=${SIZES##* }
 verdict() { if [ "$1" = 1 ]; then echo met; else echo "NOT met"; fi; }
 echo
 if [ -n "${P50[1000]:-}" ]; then
-  echo "one-peer change at 1000 peers: p50 ${P50[1000]} ms (target < 5 ms): $(verdict "$(awk -v a="${P50[1000]}" 'BEGIN { print (a < 5) }')")"
+  if [ "$BACKEND" = userspace ]; then
+    echo "one-peer change at 1000 peers: p50 ${P50[1000]} ms (target < 5 ms): $(verdict "$(awk -v a="${P50[1000]}" 'BEGIN { print (a < 5) }')")"
+  else
+    echo "one-peer change at 1000 peers: p50 ${P50[1000]} ms (the absolute target is for wireguard-go on the host; the lab's CPU is emulated)"
+  fi
 fi
 awk -v a="${P50[$last]}" -v b="${P50[$first]}" -v n="$last" -v m="$first" \
   'BEGIN { printf "one-peer change at %s peers / at %s: %.2f (target <= 2): ", n, m, a / b }'

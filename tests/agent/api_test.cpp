@@ -539,7 +539,7 @@ TEST_CASE("status: the text is the serialisation of its own document", "[api]") 
     json doc = json::parse(text);
     json rest = doc;
     rest.erase("agent");
-    const size_t at = text.find(",\"inspect\":");
+    const size_t at = text.find(",\"health\":");
     REQUIRE(at != std::string::npos);
     CHECK(text.substr(at + 1) == rest.dump().substr(1));
     return doc;
@@ -719,7 +719,7 @@ TEST_CASE("state: peer changes are journalled, replayed, folded into the snapsho
   };
   StateStore st(d.path, opts());
   REQUIRE(st.load().ok());
-  REQUIRE(st.save(PersistedState{*mesh.value}).ok());
+  REQUIRE(st.save(PersistedState{*mesh.value, std::nullopt}).ok());
   fa::overlay::DesiredMesh m = *mesh.value;
   auto step = [&](const std::string& body) {
     auto c = change(body);
@@ -766,7 +766,7 @@ TEST_CASE("state: peer changes are journalled, replayed, folded into the snapsho
   // A journal left from an older snapshot (a crash between the new
   // state.json and the journal's removal) is ignored and removed.
   const std::string journal = fa::read_text_file(d.path + "/state.journal").value_or("");
-  REQUIRE(st.save(PersistedState{m}).ok());
+  REQUIRE(st.save(PersistedState{m, std::nullopt}).ok());
   std::ofstream(d.path + "/state.journal") << journal << "\n";
   back = load_state(d.path, opts());
   REQUIRE(back.ok());

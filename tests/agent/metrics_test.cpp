@@ -15,6 +15,7 @@
 
 #include "agent/metrics.hpp"
 #include "probes/inspect.hpp"
+#include "probes/health.hpp"
 
 using namespace fa::agent;
 using nlohmann::json;
@@ -149,4 +150,31 @@ TEST_CASE("metrics: rxe hw_counters from the real rxe0 dump, without lifespan (a
   CHECK(sample(m, "fabric_agent_port_rate_bytes_per_second{" + port("rxe0") + "}") == 1.25e9);  // 10 Gb/sec
   // rxe has no counters/ directory: no IBA families, and nothing invented.
   CHECK(m.find("fabric_agent_port_receive_bytes_total") == std::string::npos);
+}
+
+TEST_CASE("metrics: health conditions as fabric_agent_healthy and one start time per condition, promtool-clean") {
+  json inspect = inspect_of("a");
+  json health = fa::probes::to_json(
+      {{"port_down", "mlx5_0:1", "state DOWN, phys Polling", 1796212800},
+       {"peer_down", "peer xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=", "last handshake 200 s ago", 1796212830}});
+  MetricsInput in;
+  in.inspect = &inspect;
+  in.health = &health;
+  std::string m = render_metrics(in, ApiMetrics{});
+  Lint l = promtool(m);
+  INFO(l.out << "\n" << m);
+  CHECK(l.rc == 0);
+  CHECK(l.out.empty());
+  CHECK(type_of(m, "fabric_agent_healthy") == "gauge");
+  CHECK(sample(m, "fabric_agent_healthy") == 0);
+  CHECK(sample(m, "fabric_agent_health_condition_start_time_seconds{code=\"port_down\",subject=\"mlx5_0:1\"}") ==
+        1796212800.0);
+  CHECK(sample(m,
+               "fabric_agent_health_condition_start_time_seconds{code=\"peer_down\",subject=\"peer "
+               "xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=\"}") == 1796212830.0);
+  json none = json::array();
+  in.health = &none;
+  m = render_metrics(in, ApiMetrics{});
+  CHECK(sample(m, "fabric_agent_healthy") == 1);
+  CHECK(m.find("fabric_agent_health_condition_start_time_seconds{") == std::string::npos);
 }

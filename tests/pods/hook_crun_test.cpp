@@ -178,8 +178,8 @@ struct Lab {
     mover = make_overlay_mover();
     ServiceDeps d;
     d.inspect = [this] { return inspect; };
-    json canonical = fa::overlay::to_json(*fa::overlay::parse_desired(host_mesh).value);
-    d.desired_mesh = [canonical] { return canonical; };
+    auto desired = fa::overlay::parse_desired(host_mesh).value;
+    d.desired_mesh = [desired] { return desired; };
     d.mover = mover.get();
     d.sysfs_root = w + "/sys";
     svc = std::make_unique<PodService>(std::move(*reg), d);

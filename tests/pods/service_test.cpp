@@ -31,13 +31,13 @@ struct RecordingMover : WgMover {
   std::vector<std::string> calls;
   bool fail_take = false;
   std::chrono::milliseconds take_time{0};  // how long moving the interface takes
-  fa::Status take(const PodRecord& p, const json&) override {
+  fa::Status take(const PodRecord& p, const fa::overlay::DesiredMesh&) override {
     std::this_thread::sleep_for(take_time);
     calls.push_back("take " + p.id);
     if (fail_take) return fa::Error{"netlink said no", EPERM};
     return {};
   }
-  fa::Status give_back(const PodRecord& p, const json&) override {
+  fa::Status give_back(const PodRecord& p, const std::optional<fa::overlay::DesiredMesh>&) override {
     calls.push_back("give_back " + p.id);
     return {};
   }
@@ -55,13 +55,17 @@ json active_inspect() {
           {"fabric", {{"kind", "infiniband"}, {"ports", {"mlx5_0:1"}}}}};
 }
 
-json mesh() { return {{"cluster_id", "c-1"}, {"interface", "wg0"}, {"address", "10.42.0.1/24"}, {"peers", json::array()}}; }
+std::optional<fa::overlay::DesiredMesh> mesh() {
+  return fa::overlay::parse_desired(
+             {{"cluster_id", "c-1"}, {"interface", "wg0"}, {"address", "10.42.0.1/24"}, {"peers", json::array()}})
+      .value;
+}
 
 struct Fixture {
   std::string dir;
   RecordingMover mover;
   json inspect = active_inspect();
-  json desired = mesh();
+  std::optional<fa::overlay::DesiredMesh> desired = mesh();
   int changes = 0;
   std::unique_ptr<PodService> svc;
   Fixture() {
@@ -195,7 +199,7 @@ TEST_CASE("service: refusals and failures leave no registration") {
     CHECK(r["error"]["message"].get<std::string>().find("no fabric port is ACTIVE (mlx5_0:1 state unreadable: ") == 0);
   }
   SECTION("no mesh") {
-    f.desired = nullptr;
+    f.desired.reset();
     CHECK(f.svc->handle(reg("a", a.pid))["error"]["message"].get<std::string>().find("no overlay mesh") == 0);
   }
   SECTION("the move fails") {

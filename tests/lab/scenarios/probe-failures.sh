@@ -7,8 +7,7 @@
 # Not here: retry_exceeded from a path that drops RDMA. A blackhole route
 # does not reach rxe (it caches the route in the QP) and shrinking the veth
 # MTU under a running QP soft-locks Debian 6.1's rxe. So does dropping RoCE
-# with a tc filter on the sending veth (u32 on UDP port 4791, tried in
-# session 12): with the probe's retry count of 7, which rxe takes as "retry
+# with a tc filter on the sending veth (u32 on UDP port 4791): with the probe's retry count of 7, which rxe takes as "retry
 # forever", the client failed as `timeout` after its --timeout in 11 of 13
 # runs and hung the VM in the other 2 (one showing "BUG: soft lockup -
 # CPU#0 stuck for 23s! [fabric-agent]", the client in state R in the
