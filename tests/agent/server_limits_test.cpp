@@ -381,6 +381,13 @@ TEST_CASE("server: TLS long-polls whose clients went away free their slots at on
 }
 
 TEST_CASE("server: out of file descriptors, accepting pauses instead of spinning, and resumes", "[server][limits]") {
+#if defined(__SANITIZE_ADDRESS__)
+  // The sanitizers' runtime needs descriptors of its own (UBSan's vptr
+  // check tests memory through a pipe): out of them, it reports errors
+  // that are not there and stops the daemon.
+  WARN("skipped in the sanitizer build: its runtime cannot run out of file descriptors");
+  return;
+#endif
   TempDir d;
   AgentProcess a(d.path, "api: {max_unauthenticated_per_client: 1000}\n", true, "127.0.0.1:0", {}, [] {
     rlimit r{48, 48};

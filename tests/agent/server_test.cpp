@@ -548,7 +548,7 @@ TEST_CASE("server: a crashing daemon leaves no core dump (it holds the token and
     if (::chdir(dir.c_str()) != 0) ::_exit(126);
   });
   REQUIRE(call(a, "GET", "/v1/status").status == 200);  // the token is in memory
-  CHECK(a.stop(SIGSEGV) == -SIGSEGV);
+  CHECK(a.stop(SIGSEGV) < 0);  // by the signal (AddressSanitizer's handler turns it into SIGABRT)
   CHECK_FALSE(WCOREDUMP(a.wait_status()));
   for (const auto& e : std::filesystem::directory_iterator(d.path))
     CHECK(e.path().filename().string().rfind("core", 0) != 0);
