@@ -10,7 +10,7 @@ namespace fa::agent {
 int cmd_run(const std::vector<std::string>& args);
 // fabric-agent status [--config FILE] [--url URL] [--token-file F] [--ca-file F] [--json]
 int cmd_status(const std::vector<std::string>& args);
-// fabric-agent cluster form --agent URL... --token-file F [--cluster-id ID] [--timeout SECONDS] ...
+// fabric-agent cluster form|verify --agent URL... --token-file F ...
 int cmd_cluster(const std::vector<std::string>& args);
 
 }  // namespace fa::agent

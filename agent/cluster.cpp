@@ -4,7 +4,8 @@
 // and what the end-to-end test uses:
 //   1. GET /v1/status from every agent;
 //   2. refuse a mixed set: fabric.id, GPU model and GPU count must agree
-//      (the odd agent is named against the majority);
+//      (the odd agent is named against the majority), and refuse any agent
+//      whose fabric has no id (it may be on any fabric);
 //   3. node i (order given) gets host i+1 of the overlay CIDR, e.g. 10.42.0.(i+1)/24;
 //   4. PUT /v1/mesh to every agent with all the others as peers;
 //   5. wait until every agent reports a recent handshake with every peer.
@@ -18,6 +19,7 @@
 
 #include "agent/auth.hpp"
 #include "agent/cli.hpp"
+#include "agent/cluster.hpp"
 #include "agent/client.hpp"
 #include "common/cli.hpp"
 #include "common/json.hpp"
@@ -32,9 +34,8 @@ namespace {
 struct Node {
   Url url;
   json status;
-  std::string fabric_id;  // "(none)" when the agent has no fabric
-  std::string gpu_model;
-  long gpu_count = 0;
+  std::string fabric_id;  // "(none)": no RDMA fabric; "(unknown)": a fabric without id
+  std::string gpu_shape;
   std::string public_key;
   std::string endpoint;
   std::string interface;
@@ -42,38 +43,18 @@ struct Node {
   std::string address;  // assigned, with prefix length
 };
 
-std::string fabric_id_of(const json& st) {
+// Why an agent's fabric has no id, as its discovery said it.
+std::string unknown_reason(const json& st) {
   const json& in = st.contains("inspect") ? st["inspect"] : json(nullptr);
-  if (in.is_object() && in.contains("fabric") && in["fabric"].is_object() && in["fabric"].contains("id") &&
-      in["fabric"]["id"].is_string())
-    return in["fabric"]["id"].get<std::string>();
-  return "(none)";
-}
-
-void gpus_of(const json& st, std::string& model, long& count) {
-  const json& in = st.contains("inspect") ? st["inspect"] : json(nullptr);
-  model = "(none)";
-  count = 0;
-  if (!in.is_object() || !in.contains("gpus") || !in["gpus"].is_object()) return;
-  const json& g = in["gpus"];
-  if (g.contains("model") && g["model"].is_string() && !g["model"].get<std::string>().empty()) model = g["model"];
-  if (g.contains("count") && g["count"].is_number_integer()) count = g["count"].get<long>();
-  else if (g.contains("devices") && g["devices"].is_array()) count = static_cast<long>(g["devices"].size());
-}
-
-// The agent whose value differs from the majority, or -1 when all agree.
-template <class F>
-int odd_one(const std::vector<Node>& nodes, F value) {
-  std::map<std::string, int> votes;
-  for (const auto& n : nodes) ++votes[value(n)];
-  if (votes.size() <= 1) return -1;
-  std::string majority;
-  int best = -1;
-  for (const auto& [v, c] : votes)
-    if (c > best) best = c, majority = v;
-  for (size_t i = 0; i < nodes.size(); ++i)
-    if (value(nodes[i]) != majority) return static_cast<int>(i);
-  return -1;
+  if (!in.is_object()) return "its status carries no inspect document";
+  if (in.contains("warnings") && in["warnings"].is_array())
+    for (const auto& w : in["warnings"])
+      if (w.is_string() && w.get<std::string>().find("fabric.id is null") != std::string::npos)
+        return w.get<std::string>();
+  if (in.contains("reasons") && in["reasons"].is_object() && in["reasons"].contains("fabric") &&
+      in["reasons"]["fabric"].is_string())
+    return in["reasons"]["fabric"].get<std::string>();
+  return "no reason given";
 }
 
 Result<std::vector<std::string>> assign_addresses(const std::string& cidr, size_t n) {
@@ -98,6 +79,54 @@ Result<std::vector<std::string>> assign_addresses(const std::string& cidr, size_
 
 std::string host_of(const std::string& prefix) { return prefix.substr(0, prefix.find('/')); }
 
+int usage(FILE* out) {
+  std::fprintf(out,
+               "usage: fabric-agent cluster form --agent URL --agent URL ... --token-file F\n"
+               "         [--cluster-id ID] [--overlay-cidr 10.42.0.0/24] [--keepalive 25] [--timeout 60]\n"
+               "         [--ca-file F] [--cert F --key F] [--json]\n"
+               "       fabric-agent cluster verify --agent URL --agent URL ... --token-file F\n"
+               "         [--min-fraction 0.9] [--json FILE|-] [--duration 5] [--latency-iters 1000] [--size 65536]\n"
+               "         [--probe-port 18520] [--no-overlay] [--ca-file F] [--cert F --key F]\n");
+  return out == stdout ? 0 : 2;
+}
+
+}  // namespace
+
+std::string fabric_id_of(const json& st) {
+  const json& in = st.contains("inspect") ? st["inspect"] : json(nullptr);
+  if (!in.is_object() || !in.contains("fabric") || !in["fabric"].is_object()) return "(unknown)";
+  const json& f = in["fabric"];
+  if (f.contains("id") && f["id"].is_string()) return f["id"].get<std::string>();
+  if (f.value("kind", "") == "none") return "(none)";
+  return "(unknown)";
+}
+
+std::string gpu_shape_of(const json& st) {
+  const json& in = st.contains("inspect") ? st["inspect"] : json(nullptr);
+  std::string model = "(none)";
+  long count = 0;
+  if (in.is_object() && in.contains("gpus") && in["gpus"].is_object()) {
+    const json& g = in["gpus"];
+    if (g.contains("model") && g["model"].is_string() && !g["model"].get<std::string>().empty()) model = g["model"];
+    if (g.contains("count") && g["count"].is_number_integer()) count = g["count"].get<long>();
+    else if (g.contains("devices") && g["devices"].is_array()) count = static_cast<long>(g["devices"].size());
+  }
+  return std::to_string(count) + " x " + model;
+}
+
+int odd_one(const std::vector<std::string>& values) {
+  std::map<std::string, int> votes;
+  for (const auto& v : values) ++votes[v];
+  if (votes.size() <= 1) return -1;
+  std::string majority;
+  int best = -1;
+  for (const auto& [v, c] : votes)
+    if (c > best) best = c, majority = v;
+  for (size_t i = 0; i < values.size(); ++i)
+    if (values[i] != majority) return static_cast<int>(i);
+  return -1;
+}
+
 std::string error_message(const HttpReply& r) {
   json d = fa::parse_json(r.body);
   if (d.is_object() && d.contains("error") && d["error"].is_object()) {
@@ -108,20 +137,11 @@ std::string error_message(const HttpReply& r) {
   return r.body;
 }
 
-int usage(FILE* out) {
-  std::fprintf(out,
-               "usage: fabric-agent cluster form --agent URL --agent URL ... --token-file F\n"
-               "         [--cluster-id ID] [--overlay-cidr 10.42.0.0/24] [--keepalive 25] [--timeout 60]\n"
-               "         [--ca-file F] [--cert F --key F] [--json]\n");
-  return out == stdout ? 0 : 2;
-}
-
-}  // namespace
-
 int cmd_cluster(const std::vector<std::string>& argv_in) {
   if (argv_in.empty() || argv_in[0] == "-h" || argv_in[0] == "--help") return usage(argv_in.empty() ? stderr : stdout);
+  if (argv_in[0] == "verify") return cmd_cluster_verify({argv_in.begin() + 1, argv_in.end()});
   if (argv_in[0] != "form") {
-    std::fprintf(stderr, "fabric-agent cluster: unknown action '%s' (accepted: form)\n", argv_in[0].c_str());
+    std::fprintf(stderr, "fabric-agent cluster: unknown action '%s' (accepted: form, verify)\n", argv_in[0].c_str());
     return 2;
   }
   // --agent repeats; Args keeps one value per option, so collect them first.
@@ -198,7 +218,7 @@ int cmd_cluster(const std::vector<std::string>& argv_in) {
       return 1;
     }
     n.fabric_id = fabric_id_of(n.status);
-    gpus_of(n.status, n.gpu_model, n.gpu_count);
+    n.gpu_shape = gpu_shape_of(n.status);
     const json& m = n.status.value("mesh", json::object());
     if (!m.value("available", false) || !m.contains("public_key") || !m["public_key"].is_string()) {
       std::fprintf(stderr, "fabric-agent cluster form: %s: the agent has no overlay (mesh.available is false)\n", u->base.c_str());
@@ -218,16 +238,31 @@ int cmd_cluster(const std::vector<std::string>& argv_in) {
     nodes.push_back(std::move(n));
   }
 
-  // 2. One fabric, one GPU shape.
-  if (int i = odd_one(nodes, [](const Node& n) { return n.fabric_id; }); i >= 0) {
+  // 2. One fabric, one GPU shape. A machine whose fabric has no id may be
+  // on any fabric: it is never grouped, whatever the others say.
+  std::vector<const Node*> unknown;
+  for (const auto& n : nodes)
+    if (n.fabric_id == "(unknown)") unknown.push_back(&n);
+  if (!unknown.empty()) {
+    std::fprintf(stderr, "fabric-agent cluster form: refused: the fabric of %zu agent(s) is unknown:\n",
+                 unknown.size());
+    for (const Node* n : unknown)
+      std::fprintf(stderr, "  %s: %s\n", n->url.base.c_str(), unknown_reason(n->status).c_str());
+    return 1;
+  }
+  auto each = [&](std::string Node::*field) {
+    std::vector<std::string> v;
+    for (const auto& n : nodes) v.push_back(n.*field);
+    return v;
+  };
+  if (int i = odd_one(each(&Node::fabric_id)); i >= 0) {
     std::fprintf(stderr, "fabric-agent cluster form: refused: %s is on fabric %s, the others on %s\n",
                  nodes[i].url.base.c_str(), nodes[i].fabric_id.c_str(), nodes[i == 0 ? 1 : 0].fabric_id.c_str());
     return 1;
   }
-  auto gpu_shape = [](const Node& n) { return std::to_string(n.gpu_count) + " x " + n.gpu_model; };
-  if (int i = odd_one(nodes, gpu_shape); i >= 0) {
+  if (int i = odd_one(each(&Node::gpu_shape)); i >= 0) {
     std::fprintf(stderr, "fabric-agent cluster form: refused: %s has GPUs %s, the others %s\n", nodes[i].url.base.c_str(),
-                 gpu_shape(nodes[i]).c_str(), gpu_shape(nodes[i == 0 ? 1 : 0]).c_str());
+                 nodes[i].gpu_shape.c_str(), nodes[i == 0 ? 1 : 0].gpu_shape.c_str());
     return 1;
   }
   if (nodes[0].fabric_id == "(none)")

@@ -132,7 +132,7 @@ bool StatusParts::operator==(const StatusParts& o) const {
   return starting == o.starting && inspect == o.inspect && mesh_available == o.mesh_available && same_mesh &&
          mesh_live == o.mesh_live && mesh_error == o.mesh_error && public_key == o.public_key &&
          endpoint == o.endpoint && interface == o.interface && listen_port == o.listen_port && pods == o.pods &&
-         health == o.health && warnings == o.warnings;
+         health == o.health && scorecard == o.scorecard && warnings == o.warnings;
 }
 
 const std::string& Snapshot::body() const {
@@ -140,7 +140,7 @@ const std::string& Snapshot::body() const {
     // The keys in the order a document would sort them.
     body_ = "{\"health\":" + parts.health + ",\"inspect\":" + parts.inspect + ",\"mesh\":" +
             (parts.starting ? std::string("null") : mesh_block(parts).dump(-1, ' ', false, json::error_handler_t::replace)) +
-            ",\"pods\":" + parts.pods + ",\"warnings\":" +
+            ",\"pods\":" + parts.pods + ",\"scorecard\":" + parts.scorecard + ",\"warnings\":" +
             json(parts.warnings).dump(-1, ' ', false, json::error_handler_t::replace) + "}";
   });
   return body_;
@@ -150,7 +150,7 @@ Core::Core(Config cfg, std::unique_ptr<Discovery> discovery, std::unique_ptr<Mes
     : cfg_(std::move(cfg)),
       discovery_(std::move(discovery)),
       mesh_(std::move(mesh)),
-      rdma_(std::make_unique<RdmaService>([this] { return config(); })),
+      rdma_(std::make_unique<RdmaService>([this] { return config(); }, [this] { scorecard_changed(); })),
       instance_(random_instance()),
       started_(std::chrono::system_clock::now()) {
   auto s = std::make_shared<Snapshot>();
@@ -344,8 +344,15 @@ StatusParts Core::parts_locked(bool live, const std::string& error) {
   }
   p.health = json{{"healthy", conditions_.empty()}, {"conditions", probes::to_json(conditions_)}}.dump(
       -1, ' ', false, json::error_handler_t::replace);
+  p.scorecard = rdma_->scorecard().dump(-1, ' ', false, json::error_handler_t::replace);
   p.warnings = warnings_;
   return p;
+}
+
+// A probe result is news for a control plane waiting on the status.
+void Core::scorecard_changed() {
+  std::lock_guard lk(op_mu_);
+  if (discovered_) publish_locked(parts_locked(live_, live_error_));
 }
 
 void Core::publish_locked(StatusParts parts) {
@@ -646,8 +653,10 @@ std::string Core::metrics_text() {
     std::lock_guard lk(op_mu_);
     health = probes::to_json(conditions_);
   }
+  json scorecard = rdma_->scorecard();
   MetricsInput in;
   in.health = &health;
+  in.scorecard = &scorecard;
   in.inspect = inspect.get();
   in.mesh_live = live ? &*live : nullptr;
   in.generation = snap->generation;

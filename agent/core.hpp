@@ -50,6 +50,7 @@ struct StatusParts {
   uint16_t listen_port = 0;
   std::string pods = "[]";  // JSON text
   std::string health = R"({"conditions":[],"healthy":true})";  // JSON text
+  std::string scorecard = R"({"results":[]})";  // JSON text: the last probe result per peer and rail
   std::vector<std::string> warnings{"starting"};
   bool operator==(const StatusParts& o) const;
 };
@@ -159,6 +160,7 @@ class Core {
   StatusParts parts_locked(bool live, const std::string& error);
   void publish_locked(StatusParts parts);
   void recover_locked(const Config& cfg);
+  void scorecard_changed();
   std::string key_path() const;
 
   mutable std::mutex cfg_mu_;

@@ -22,15 +22,36 @@ struct Command {
   int (*fn)(const std::vector<std::string>&);
 };
 
-int cmd_version(const std::vector<std::string>&) {
+int cmd_version(const std::vector<std::string>& args) {
+  if (!args.empty() && args[0] == "--help") {
+    std::printf("usage: fabric-agent version\n");
+    return 0;
+  }
+  if (!args.empty()) {
+    std::fprintf(stderr, "fabric-agent version: unexpected argument '%s'\n", args[0].c_str());
+    return 2;
+  }
   std::printf("fabric-agent %s\n", FA_VERSION);
   return 0;
+}
+
+// `fabric-agent CMD ... --help` (or -h, anywhere before a `--`) prints CMD's
+// usage whatever else is on the line, as the man page says: every command
+// answers a lone "--help" with its usage, so `mesh apply --help` or `probe
+// rdma run --peer X -h` need no parsing of their own.
+bool wants_help(const std::vector<std::string>& args) {
+  for (const auto& a : args) {
+    if (a == "--") return false;
+    if (a == "--help" || a == "-h") return true;
+  }
+  return false;
 }
 
 const Command kCommands[] = {
     {"run", "the daemon: HTTP API for the control plane (see docs/api.md)", fa::agent::cmd_run},
     {"status", "the local daemon's view: fabric, NCCL env, mesh, pods", fa::agent::cmd_status},
-    {"cluster", "cluster form --agent URL...: check a set of agents and form their mesh", fa::agent::cmd_cluster},
+    {"cluster", "cluster form|verify --agent URL...: form a set of agents' mesh, or measure every pair and rail",
+     fa::agent::cmd_cluster},
     {"check", "the host's health, NHC-style: exit 0 healthy, 1 one line per failing condition",
      fa::probes::cmd_check},
     {"cdi", "CDI spec for fabric-agent.io/rdma=all: cdi generate [--output DIR]", fa::pods::cmd_cdi},
@@ -60,6 +81,7 @@ int main(int argc, char** argv) {
   }
   if (name == "--version") name = "version";
   std::vector<std::string> args(argv + 2, argv + argc);
+  if (wants_help(args)) args = {"--help"};
   for (const auto& c : kCommands) {
     if (name != c.name) continue;
     try {

@@ -295,6 +295,38 @@ std::string render_metrics(const MetricsInput& in, const ApiMetrics& api) {
   family(out, "fabric_agent_health_condition_start_time_seconds", "gauge",
          "Unix time a health condition was raised, by code and subject; absent when it does not hold.");
   out += conditions;
+
+  // The scorecard: the last probe this agent ran per peer and rail. A failed
+  // probe has no figures, so its bandwidth and latency series are absent and
+  // its status is 0.
+  std::string bw, lat, status, when;
+  if (in.scorecard && in.scorecard->is_object() && in.scorecard->contains("results"))
+    for (const auto& e : (*in.scorecard)["results"]) {
+      if (!e.is_object()) continue;
+      const std::string labels = "peer=\"" + escape_label(str_of(e, "peer")) + "\",rail=\"" + escape_label(str_of(e, "rail")) + "\"";
+      const std::string st = str_of(e, "status");
+      status += "fabric_agent_rail_status{" + labels + "} " + (st == "ok" ? "2" : st == "degraded" ? "1" : "0") + "\n";
+      if (e.contains("measured_unix") && e["measured_unix"].is_number())
+        when += "fabric_agent_rail_measured_time_seconds{" + labels + "} " + num(e["measured_unix"].get<double>()) + "\n";
+      if (e.contains("gbps") && e["gbps"].is_number())
+        bw += "fabric_agent_rail_bandwidth_bytes_per_second{" + labels + "} " + num(e["gbps"].get<double>() * 1e9 / 8) + "\n";
+      if (e.contains("latency_us") && e["latency_us"].is_object())
+        for (const char* k : {"p50", "p90", "p99", "max"})
+          if (e["latency_us"].contains(k) && e["latency_us"][k].is_number())
+            lat += "fabric_agent_rail_latency_seconds{" + labels + ",stat=\"" + k + "\"} " +
+                   num(e["latency_us"][k].get<double>() / 1e6) + "\n";
+    }
+  family(out, "fabric_agent_rail_status", "gauge",
+         "Last RDMA probe this agent ran to a peer on a rail: 2 ok, 1 degraded, 0 failed.");
+  out += status;
+  family(out, "fabric_agent_rail_bandwidth_bytes_per_second", "gauge",
+         "RDMA WRITE payload rate of the last probe to a peer on a rail.");
+  out += bw;
+  family(out, "fabric_agent_rail_latency_seconds", "gauge",
+         "One-way RDMA write latency of the last probe to a peer on a rail, by stat (p50, p90, p99, max).");
+  out += lat;
+  family(out, "fabric_agent_rail_measured_time_seconds", "gauge", "Unix time of the last probe to a peer on a rail.");
+  out += when;
   return out;
 }
 

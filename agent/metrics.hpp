@@ -3,7 +3,8 @@
 // API request counts and a latency histogram per route, port state and rate
 // per device/port and its counters (the inspect document's `counters` map:
 // the IBA port counters one family each, bytes in bytes; hw_counters by
-// name), mesh peers with handshake age and bytes (from `mesh show`). Kept
+// name), mesh peers with handshake age and bytes (from `mesh show`), the
+// health conditions and the scorecard's last probe per peer and rail. Kept
 // clean under `promtool check metrics` (tests run it on live output and on
 // the fixtures' ports).
 #pragma once
@@ -42,6 +43,7 @@ struct MetricsInput {
   const nlohmann::json* inspect = nullptr;    // inspect document or null
   const nlohmann::json* mesh_live = nullptr;  // mesh show document or null
   const nlohmann::json* health = nullptr;     // [{code, subject, evidence, since_unix}] or null
+  const nlohmann::json* scorecard = nullptr;  // {"results": [scorecard entries]} or null
   uint64_t generation = 0;
   double start_time_unix = 0;
   uint64_t refreshes = 0;

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "agent/rdma_service.hpp"
 
+#include <chrono>
+
 #include "common/log.hpp"
 #include "probes/cli.hpp"
 #include "probes/inspect.hpp"
@@ -24,14 +26,16 @@ std::string shown(const json& v) { return v.is_string() ? v.get<std::string>() :
 // silently fall back to a default and measure the wrong port.
 std::optional<ApiFailure> only_keys(const json& body, std::initializer_list<const char*> keys) {
   if (!body.is_object()) return invalid("", shown(body), "expected a JSON object");
-  for (const auto& [k, v] : body.items()) {
+  for (const auto& item : body.items()) {
+    const std::string& k = item.key();
     bool known = false;
     std::string accepted;
     for (const char* key : keys) {
       known = known || k == key;
       accepted += (accepted.empty() ? "" : ", ") + std::string(key);
     }
-    if (!known) return invalid(k, shown(v), "unknown key; accepted: " + accepted);
+    // Not echoed: a misspelt "key" holds a secret.
+    if (!known) return invalid(k, "(not shown)", "unknown key; accepted: " + accepted);
   }
   return std::nullopt;
 }
@@ -48,6 +52,18 @@ std::optional<ApiFailure> read(const json& body, const char* key, Parse parse, s
   return std::nullopt;
 }
 
+// The probe key: a secret, so neither the message nor the details echo it.
+std::optional<ApiFailure> read_key(const json& body, rdma::Key& out) {
+  if (!body.contains("key"))
+    return invalid("key", "", "required: the probe key both agents share (hex or base64 of at least 32 random bytes)");
+  const json& v = body["key"];
+  if (!v.is_string()) return invalid("key", "(not shown)", "expected a string (hex or base64 of at least 32 random bytes)");
+  auto k = rdma::Key::parse(v.get_ref<const std::string&>());
+  if (!k) return invalid("key", "(not shown)", k.error().message);
+  out = std::move(*k);
+  return std::nullopt;
+}
+
 // hca/gid_index as given; what is missing comes from one discovery pass.
 Result<rdma::Target> target(const Config& cfg, std::optional<rdma::HcaPort> hca, std::optional<int> gid) {
   if (hca && gid) return rdma::Target{*hca, *gid};
@@ -58,13 +74,14 @@ Result<rdma::Target> target(const Config& cfg, std::optional<rdma::HcaPort> hca,
 
 }  // namespace
 
-RdmaService::RdmaService(std::function<Config()> config) : config_(std::move(config)) {}
+RdmaService::RdmaService(std::function<Config()> config, std::function<void()> on_scorecard)
+    : config_(std::move(config)), on_scorecard_(std::move(on_scorecard)) {}
 RdmaService::~RdmaService() {
   if (server_) server_->stop();
 }
 
 ApiResult RdmaService::serve_start(const json& body) {
-  if (auto f = only_keys(body, {"hca", "gid_index", "port", "bind"})) return *f;
+  if (auto f = only_keys(body, {"key", "hca", "gid_index", "port", "bind"})) return *f;
   std::optional<rdma::HcaPort> hca;
   std::optional<int> gid;
   std::optional<int> port;
@@ -81,6 +98,7 @@ ApiResult RdmaService::serve_start(const json& body) {
   };
   if (auto f = read(body, "port", parse_port, port)) return *f;
   rdma::ServeOptions so;
+  if (auto f = read_key(body, so.key)) return *f;
   if (body.contains("bind")) {
     if (!body["bind"].is_string()) return invalid("bind", shown(body["bind"]), "expected an IP address string");
     so.bind = body["bind"];
@@ -98,10 +116,10 @@ ApiResult RdmaService::serve_start(const json& body) {
   server_ = std::move(*s);
   serving_ = {{"serving", true},
               {"port", server_->port()},
-              {"bind", so.bind},
+              {"bind", server_->address()},
               {"hca", so.hca.device + ":" + std::to_string(so.hca.port)},
               {"gid_index", so.gid_index}};
-  fa::logger("probe")->info("rdma probe listener on {}:{} ({}, GID index {})", so.bind, server_->port(),
+  fa::logger("probe")->info("rdma probe listener on {}:{} ({}, GID index {})", server_->address(), server_->port(),
                             serving_["hca"].get<std::string>(), so.gid_index);
   return serving_;
 }
@@ -113,6 +131,9 @@ ApiResult RdmaService::serve_status() {
   auto st = server_->stats();
   out["sessions"] = st.sessions;
   out["failed"] = st.failed;
+  out["rejected"] = st.rejected;
+  out["authenticated"] = st.authenticated;
+  out["registered_bytes"] = st.registered_bytes;
   out["last_peer"] = st.last_peer;
   out["last_reason"] = st.last_reason;
   out["last_message"] = st.last_message;
@@ -128,7 +149,8 @@ ApiResult RdmaService::serve_stop() {
 }
 
 ApiResult RdmaService::run(const json& body) {
-  if (auto f = only_keys(body, {"peer", "hca", "gid_index", "duration_s", "size", "latency_iters", "min_fraction"})) return *f;
+  if (auto f = only_keys(body, {"peer", "key", "hca", "gid_index", "duration_s", "size", "latency_iters", "min_fraction"}))
+    return *f;
   if (!body.contains("peer")) return invalid("peer", "", "required: HOST[:PORT] of an agent serving the probe");
   std::optional<rdma::PeerAddr> peer;
   std::optional<rdma::HcaPort> hca;
@@ -141,6 +163,7 @@ ApiResult RdmaService::run(const json& body) {
   if (auto f = read(body, "duration_s", rdma::parse_duration, duration)) return *f;
   if (auto f = read(body, "size", rdma::parse_size, size)) return *f;
   rdma::ProbeOptions po;
+  if (auto f = read_key(body, po.key)) return *f;
   if (body.contains("latency_iters")) {
     const json& v = body["latency_iters"];
     if (!v.is_number_integer() || v.get<long>() < 1 || v.get<long>() > 1000000)
@@ -163,8 +186,32 @@ ApiResult RdmaService::run(const json& body) {
   auto r = rdma::run_probe(po);
   if (!r) return invalid("", "", r.error().message);
   // A probe that ran and failed is still an answer: 200 with status "failed"
-  // and the classified reason, as the CLI prints it.
-  return rdma::to_json(*r);
+  // and the classified reason, as the CLI prints it. Either way it is this
+  // rail's last result against that peer.
+  json out = rdma::to_json(*r);
+  long long now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  {
+    std::lock_guard lk(sc_mu_);
+    Status s = scorecard_locked().record(
+        scorecard_entry(po.peer.host, po.hca.device + ":" + std::to_string(po.hca.port), out, now));
+    if (!s) fa::logger("probe")->warn("scorecard: {} (the result is kept until the agent stops)", s.error().message);
+  }
+  if (on_scorecard_) on_scorecard_();
+  return out;
+}
+
+Scorecard& RdmaService::scorecard_locked() {
+  if (!scorecard_) {
+    const std::string dir = config_().state_dir;
+    scorecard_ = std::make_unique<Scorecard>(dir.empty() ? std::string() : dir + "/scorecard.json");
+    if (Status s = scorecard_->load(); !s) fa::logger("probe")->warn("{}", s.error().message);
+  }
+  return *scorecard_;
+}
+
+json RdmaService::scorecard() {
+  std::lock_guard lk(sc_mu_);
+  return scorecard_locked().to_json();
 }
 
 }  // namespace fa::agent

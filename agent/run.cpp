@@ -80,9 +80,20 @@ int cmd_run(const std::vector<std::string>& argv) {
   // key in memory: no core dump of it, and no ptrace by a process of the
   // same user without CAP_SYS_PTRACE. Before anything is read.
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  auto args = Args::parse(argv, {{"config", true}});
+  auto args = Args::parse(argv, {{"config", true}, {"help", false}});
   if (!args) {
     std::fprintf(stderr, "fabric-agent run: %s\n", args.error().message.c_str());
+    return 2;
+  }
+  if (args->has("help")) {
+    std::printf(
+        "usage: fabric-agent run [--config FILE]\n"
+        "  the daemon: the HTTP API for the control plane (docs/api.md); without --config it reads\n"
+        "  /etc/fabric-agent/agent.yaml when that exists, else the embedded defaults\n");
+    return 0;
+  }
+  if (!args->positional().empty()) {
+    std::fprintf(stderr, "fabric-agent run: unexpected argument '%s'\n", args->positional()[0].c_str());
     return 2;
   }
   const std::string config_path = args->get_or("config", "");

@@ -78,9 +78,21 @@ int cmd_status(const std::vector<std::string>& argv) {
                                  {"ca-file", true},
                                  {"cert", true},
                                  {"key", true},
-                                 {"json", false}});
+                                 {"json", false},
+                                 {"help", false}});
   if (!args) {
     std::fprintf(stderr, "fabric-agent status: %s\n", args.error().message.c_str());
+    return 2;
+  }
+  if (args->has("help")) {
+    std::printf(
+        "usage: fabric-agent status [--config FILE] [--url URL] [--token-file F] [--ca-file F]\n"
+        "                           [--cert F --key F] [--json]\n"
+        "  the local daemon's view: fabric, NCCL env, mesh, pods (URL and token from the config)\n");
+    return 0;
+  }
+  if (!args->positional().empty()) {
+    std::fprintf(stderr, "fabric-agent status: unexpected argument '%s'\n", args->positional()[0].c_str());
     return 2;
   }
   auto cfg = load_config(args->get_or("config", ""));

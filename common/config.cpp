@@ -38,6 +38,7 @@ overlay:
 fabric:
   netdev: ""        # RoCE fabric netdev; empty: discovered
   hcas: []          # restrict to these HCAs, e.g. [mlx5_0, mlx5_1:1]
+  lldpd_socket: ""  # lldpd's control socket for LLDP neighbours; empty: lldpd's default
 api:
   max_connections: 512              # when full, the oldest connection without a token makes room
   max_unauthenticated_per_client: 32  # per client address (IPv6: per /64)
@@ -319,6 +320,13 @@ Config walk(const YAML::Node& root, const Walker& w) {
                                   w.fail(x[i], qi, "'" + s + "' is not accepted; accepted: an HCA name, optionally :PORT 1..255, e.g. mlx5_0 or mlx5_0:1");
                                 c.fabric.hcas.push_back(s);
                               }
+                            }},
+                           {"lldpd_socket",
+                            [&](const YAML::Node& x, const std::string& q) {
+                              std::string s = w.str(x, q);
+                              if (!s.empty() && (s.front() != '/' || s.size() >= 108))
+                                w.fail(x, q, "'" + s + "' is not accepted; accepted: an absolute path shorter than 108 characters such as /run/lldpd.socket, or empty");
+                              c.fabric.lldpd_socket = s;
                             }},
                        });
            }},

@@ -44,8 +44,9 @@ struct OverlayConfig {
 };
 
 struct FabricConfig {
-  std::string netdev;              // RoCE: the fabric netdev; empty: discovered
-  std::vector<std::string> hcas;   // restrict to these HCAs ("mlx5_0" or "mlx5_0:1"); empty: all
+  std::string netdev;             // RoCE: the fabric netdev; empty: discovered
+  std::vector<std::string> hcas;  // restrict to these HCAs ("mlx5_0" or "mlx5_0:1"); empty: all
+  std::string lldpd_socket;       // lldpd's control socket; empty: /run/lldpd.socket
   bool operator==(const FabricConfig&) const = default;
 };
 

@@ -3,9 +3,13 @@
 
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/ansicolor_sink.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <iterator>
 #include <mutex>
 
@@ -33,13 +37,40 @@ class UtcTime final : public spdlog::custom_flag_formatter {
   }
   std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<UtcTime>(); }
 };
+
+// The syslog priority as sd-daemon(3)'s "<N>" line prefix, which journald
+// strips and stores as the entry's PRIORITY.
+class SyslogPrefix final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    static constexpr char kPrio[] = {'7', '7', '6', '4', '3', '2'};  // trace, debug, info, warn, err, critical
+    const auto l = static_cast<size_t>(msg.level);
+    const char p[] = {'<', l < sizeof kPrio ? kPrio[l] : '6', '>'};
+    dest.append(p, p + 3);
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<SyslogPrefix>(); }
+};
 }  // namespace
 
-std::unique_ptr<spdlog::formatter> line_formatter() {
+bool stderr_is_journal() {
+  // systemd sets JOURNAL_STREAM=DEV:INODE of the stream it connected to
+  // stderr; a redirected stderr (a pipe, a file) no longer matches it.
+  const char* js = std::getenv("JOURNAL_STREAM");
+  if (js == nullptr) return false;
+  unsigned long long dev = 0, ino = 0;
+  if (std::sscanf(js, "%llu:%llu", &dev, &ino) != 2) return false;
+  struct stat st {};
+  return ::fstat(STDERR_FILENO, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
+
+std::unique_ptr<spdlog::formatter> line_formatter(bool journal) {
   auto f = std::make_unique<spdlog::pattern_formatter>();
-  f->add_flag<UtcTime>('*').set_pattern("%* %^%l%$ [%n] %v");
+  if (journal) f->add_flag<SyslogPrefix>('*').set_pattern("%*%l [%n] %v");
+  else f->add_flag<UtcTime>('*').set_pattern("%* %^%l%$ [%n] %v");
   return f;
 }
+
+std::unique_ptr<spdlog::formatter> line_formatter() { return line_formatter(stderr_is_journal()); }
 
 std::shared_ptr<spdlog::logger> logger(const std::string& subsystem) {
   std::lock_guard lk(g_mu);

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <unordered_map>
@@ -64,6 +65,17 @@ std::string show_value(const json& v) {
   return s;
 }
 
+// nlohmann's serializer is the check: it refuses what is not UTF-8.
+bool is_utf8(const std::string& s) {
+  if (std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) return true;
+  try {
+    (void)json(s).dump();
+    return true;
+  } catch (const json::type_error&) {
+    return false;
+  }
+}
+
 class Checker {
  public:
   std::vector<ValidationError> errors;
@@ -89,12 +101,20 @@ class Checker {
     }
   }
 
+  // A mesh file's strings come from yaml-cpp, which passes any byte
+  // through: one that is not UTF-8 text would make every later dump()
+  // (state.json, `mesh apply --json`, the API's answers) throw.
   const std::string* str(const std::string& field, const json& v) {
     if (!v.is_string()) {
       fail(field, &v, "expected a string");
       return nullptr;
     }
-    return &v.get_ref<const std::string&>();
+    const auto& s = v.get_ref<const std::string&>();
+    if (!is_utf8(s)) {
+      fail(field, &v, "expected UTF-8 text");
+      return nullptr;
+    }
+    return &s;
   }
 
   std::optional<int64_t> integer(const std::string& field, const json& v, int64_t lo, int64_t hi,

@@ -20,6 +20,7 @@
 // first inside the namespace below would name another, fa::overlay type
 // wherever <netlink/msg.h> is not included before this header.
 struct nl_msg;
+struct rtnl_link;
 
 namespace fa::overlay {
 
@@ -119,6 +120,12 @@ struct LinkInfo {
 
 // The link and its addresses; an absent link is ok with nullopt.
 Result<std::optional<LinkInfo>> rtnl_get_link(const std::string& ifname);
+// What rtnl_get_link keeps of the kernel's answers, without a socket (fuzz/
+// feeds them messages made of any bytes): of the link libnl-route parsed,
+// and of one RTM_NEWADDR message of the address dump (added to li.addrs
+// when it is li.ifindex's).
+LinkInfo rtnl_link_info(rtnl_link* l);
+void rtnl_take_addr(nl_msg* m, LinkInfo& li);
 // Creates a `wireguard` link. errno EOPNOTSUPP means the kernel has no module.
 Status rtnl_add_wireguard(const std::string& ifname);
 Status rtnl_set_mtu(const std::string& ifname, uint32_t mtu);

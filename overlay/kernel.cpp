@@ -74,6 +74,11 @@ Result<Genl> connect_genl() {
   return g;
 }
 
+// libnl's code for an error the kernel sent: -errno, at most 4095 (the
+// kernel's MAX_ERRNO); anything lower is no errno, and negating INT_MIN
+// would overflow.
+int nl_error_of(int err) { return err < -4095 ? -NLE_FAILURE : -nl_syserr2nlerr(-err); }
+
 }  // namespace
 
 // Not nl_recvmsgs: the answer carries the private key, and libnl reads into
@@ -107,13 +112,13 @@ int genl_recv_dump(int fd, uint32_t port, uint32_t seq, std::vector<std::vector<
       if (h->nlmsg_type == NLMSG_ERROR) {
         if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nlmsgerr))) return done(-NLE_MSG_TRUNC);
         int err = static_cast<const nlmsgerr*>(NLMSG_DATA(h))->error;
-        return done(err < 0 ? -nl_syserr2nlerr(-err) : 0);
+        return done(err < 0 ? nl_error_of(err) : 0);
       }
       if (h->nlmsg_type == NLMSG_DONE) {
         // A dump that fails midway says so in NLMSG_DONE's payload.
         if (h->nlmsg_len >= NLMSG_LENGTH(sizeof(int))) {
           int err = *static_cast<const int*>(NLMSG_DATA(h));
-          if (err < 0) return done(-nl_syserr2nlerr(-err));
+          if (err < 0) return done(nl_error_of(err));
         }
         return done(torn ? -NLE_DUMP_INTR : 0);
       }

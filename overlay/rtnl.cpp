@@ -123,9 +123,7 @@ void add_addr(nl_object* o, void* arg) {
 }
 
 int parse_addr(nl_msg* m, void* arg) {
-  // Parsed into an rtnl_addr by libnl-route; an answer it cannot parse is
-  // not one of ours (rtnl_addr_alloc_cache skips those the same way).
-  nl_msg_parse(m, add_addr, arg);
+  rtnl_take_addr(m, *static_cast<LinkInfo*>(arg));
   return NL_OK;
 }
 
@@ -159,6 +157,21 @@ Status read_addrs(nl_sock* s, LinkInfo& li) {
 
 }  // namespace
 
+LinkInfo rtnl_link_info(rtnl_link* l) {
+  LinkInfo li;
+  li.ifindex = rtnl_link_get_ifindex(l);
+  if (const char* t = rtnl_link_get_type(l)) li.kind = t;
+  li.mtu = rtnl_link_get_mtu(l);
+  li.up = (rtnl_link_get_flags(l) & IFF_UP) != 0;
+  return li;
+}
+
+void rtnl_take_addr(nl_msg* m, LinkInfo& li) {
+  // Parsed into an rtnl_addr by libnl-route; an answer it cannot parse is
+  // not one of ours (rtnl_addr_alloc_cache skips those the same way).
+  nl_msg_parse(m, add_addr, &li);
+}
+
 Result<std::optional<LinkInfo>> rtnl_get_link(const std::string& ifname) {
   auto s = route_socket();
   if (!s) return s.take_error();
@@ -167,11 +180,7 @@ Result<std::optional<LinkInfo>> rtnl_get_link(const std::string& ifname) {
     if (l.error().sys_errno == ENODEV) return std::optional<LinkInfo>();
     return l.take_error();
   }
-  LinkInfo li;
-  li.ifindex = rtnl_link_get_ifindex(l->get());
-  if (const char* t = rtnl_link_get_type(l->get())) li.kind = t;
-  li.mtu = rtnl_link_get_mtu(l->get());
-  li.up = (rtnl_link_get_flags(l->get()) & IFF_UP) != 0;
+  LinkInfo li = rtnl_link_info(l->get());
   if (Status st = read_addrs(s->get(), li); !st) return st.take_error();
   return std::optional<LinkInfo>(li);
 }

@@ -224,15 +224,29 @@ std::vector<PortState> read_port_states(const std::string& sysfs_root,
   return out;
 }
 
-std::optional<std::string> check_active_port(const json& inspect, const std::vector<PortState>& now) {
+std::optional<std::string> check_active_port(const json& inspect, const std::vector<PortState>& now,
+                                             const std::vector<PortState>& last) {
   if (!inspect.is_object() || !inspect.contains("fabric") || !inspect["fabric"].is_object())
     return "no discovery result yet: cannot tell which ports are the fabric";
+  auto said = [](const PortState& p) {
+    return p.port + (p.error.empty() ? " is " + p.state : " state unreadable: " + p.error);
+  };
   std::vector<std::string> states;
   for (const auto& p : now) {
     if (p.state == "ACTIVE") return std::nullopt;
-    states.push_back(p.port + (p.error.empty() ? " is " + p.state : " state unreadable: " + p.error));
+    states.push_back(said(p));
   }
   if (states.empty()) {
+    // Discovery takes no port now: refused, naming the last fabric's ports.
+    bool active = false;
+    for (const auto& p : last) {
+      active |= p.state == "ACTIVE";
+      states.push_back(said(p));
+    }
+    if (!states.empty())
+      return active ? "no fabric port is ACTIVE: discovery takes none of this host's ports now (the last fabric's " +
+                          join_missing(states) + "; see `fabric-agent inspect`)"
+                    : "no fabric port is ACTIVE (" + join_missing(states) + ")";
     const json& fab = inspect["fabric"];
     std::string kind =
         fab.contains("kind") && fab["kind"].is_string() ? fab["kind"].get<std::string>() : "none";

@@ -147,8 +147,13 @@ std::vector<std::string> fabric_ports(const nlohmann::json& inspect);
 // of each "dev:n", read now.
 std::vector<PortState> read_port_states(const std::string& sysfs_root, const std::vector<std::string>& ports);
 // At least one fabric port is ACTIVE now (`now`: read_port_states of
-// fabric_ports(inspect)); the refusal names each port and its state.
-std::optional<std::string> check_active_port(const nlohmann::json& inspect, const std::vector<PortState>& now);
+// fabric_ports(inspect)); the refusal names each port and its state. When
+// discovery takes no port for the fabric any more (a RoCE port whose netdev
+// went down, an InfiniBand port down at the next pass), the container is
+// refused whatever `last` reads, and the refusal names those ports: `last`
+// is read_port_states of the ports of the last fabric discovery chose.
+std::optional<std::string> check_active_port(const nlohmann::json& inspect, const std::vector<PortState>& now,
+                                             const std::vector<PortState>& last = {});
 
 // ------------------------------------------------------------- registry ---
 
@@ -248,6 +253,9 @@ class PodService {
   size_t reconcile();
   // Namespace path holding the overlay interface, when a live pod holds it.
   std::optional<std::string> interface_netns();
+  // After each discovery pass: remembers the fabric's ports while it has
+  // some, so that a refusal after they are gone from discovery still names them.
+  void discovered(const nlohmann::json& inspect);
 
  private:
   nlohmann::json do_register(const nlohmann::json& req);
@@ -259,6 +267,8 @@ class PodService {
   ServiceDeps deps_;
   std::mutex listed_mu_;
   std::vector<PodRecord> listed_;  // what list() reads, under listed_mu_
+  std::mutex fabric_mu_;           // not mu_: a discovery pass never waits for a registration
+  std::vector<std::string> last_fabric_ports_;  // under fabric_mu_
 };
 
 // The real mover: overlay::apply with netns = the pod's, rtnetlink to move

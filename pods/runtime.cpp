@@ -64,6 +64,7 @@ PodsRuntime::~PodsRuntime() { srv_.reset(); }
 
 std::vector<std::string> PodsRuntime::on_discovery(const json& inspect) {
   svc_->reap();
+  svc_->discovered(inspect);
   auto w = write_spec(inspect);
   std::vector<std::string> now = w ? *w : std::vector<std::string>{"CDI spec not written: " + w.error().message};
   // A host without a fabric has the same warning on every pass (each few

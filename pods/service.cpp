@@ -57,7 +57,13 @@ json PodService::do_register(const json& req) {
   // Which ports are the fabric comes from discovery; whether one is ACTIVE
   // is read now: an InfiniBand port going down starts no discovery pass.
   json inspect = deps_.inspect ? deps_.inspect() : json();
-  if (auto why = check_active_port(inspect, read_port_states(deps_.sysfs_root, fabric_ports(inspect))))
+  std::vector<std::string> ports = fabric_ports(inspect), last;
+  if (ports.empty()) {
+    std::lock_guard fk(fabric_mu_);
+    last = last_fabric_ports_;
+  }
+  if (auto why = check_active_port(inspect, read_port_states(deps_.sysfs_root, ports),
+                                   read_port_states(deps_.sysfs_root, last)))
     return fail("refused", *why);
   auto mesh = deps_.desired_mesh ? deps_.desired_mesh() : std::nullopt;
   if (!mesh)
@@ -199,6 +205,13 @@ std::optional<std::string> PodService::interface_netns() {
   for (const auto& p : reg_.pods())
     if (pod_alive(p, deps_.proc_root) && !p.interface.empty() && deps_.mover) return deps_.mover->netns_of(p.id);
   return std::nullopt;
+}
+
+void PodService::discovered(const json& inspect) {
+  std::vector<std::string> ports = fabric_ports(inspect);
+  if (ports.empty()) return;
+  std::lock_guard lk(fabric_mu_);
+  last_fabric_ports_ = std::move(ports);
 }
 
 }  // namespace fa::pods

@@ -15,6 +15,7 @@ InspectOptions options_from_config(const Config& c) {
   o.provider_id = c.provider_id;
   o.fabric_netdev = c.fabric.netdev;
   o.hcas = c.fabric.hcas;
+  o.lldpd_socket = c.fabric.lldpd_socket;
   o.socket_ifname = c.overlay.interface;
   return o;
 }

@@ -7,13 +7,100 @@
 #include <cstdarg>
 #include <cstdio>
 #include <map>
+#include <set>
 
+#include "probes/lldp_io.hpp"
 #include "probes/logic.hpp"
 #include "probes/netlink_io.hpp"
 #include "probes/sysfs_io.hpp"
 #include "probes/umad_io.hpp"
 
 namespace fa::probes {
+
+namespace {
+
+// A rail port's own netdev (DCB and LLDP live there, not on a VLAN over it).
+std::string port_netdev(const Report& r, const RailPort& rp) {
+  for (const auto& h : r.hcas)
+    for (const auto& p : h.ports)
+      if (h.name + ":" + std::to_string(p.port) == rp.port && !p.netdev.empty()) return p.netdev;
+  return rp.netdev;
+}
+
+// PFC/ETS/APP over DCB netlink and ECN from sysfs for each RoCE fabric port
+// (queried on the port's own netdev: a VLAN over it has no DCB of its own),
+// then one verdict for the fabric and the NCCL_IB_TC its ports agree on.
+void check_lossless(const InspectOptions& opts, Report& r) {
+  Fabric& f = r.fabric;
+  if (f.kind == "infiniband") {
+    f.lossless = "yes";
+    f.lossless_reason = "InfiniBand: credit-based link-level flow control, lossless by design";
+    return;
+  }
+  if (f.kind != "roce") return;
+  std::vector<std::string> nds;
+  for (const auto& rl : f.rails)
+    for (const auto& rp : rl.ports) nds.push_back(port_netdev(r, rp));
+  auto dcb = read_dcb(nds);
+  std::vector<std::string> no, unknown;
+  std::set<int> tcs;
+  size_t yes = 0;
+  for (auto& rl : f.rails)
+    for (auto& rp : rl.ports) {
+      std::string nd = port_netdev(r, rp);
+      rp.lossless = lossless_verdict(nd, dcb.at(nd), read_ecn(opts.sysfs_root, nd));
+      if (std::find(f.ports.begin(), f.ports.end(), rp.port) == f.ports.end()) continue;  // not ACTIVE
+      if (rp.lossless->state == "yes") {
+        ++yes;
+        if (rp.lossless->nccl_ib_tc) tcs.insert(*rp.lossless->nccl_ib_tc);
+      } else {
+        (rp.lossless->state == "no" ? no : unknown).push_back(rp.port + ": " + rp.lossless->reason);
+      }
+    }
+  if (!no.empty()) {
+    f.lossless = "no";
+    f.lossless_reason = "not lossless: " + no.front() +
+                        (no.size() > 1 ? " (and " + std::to_string(no.size() - 1) + " more port(s))" : "");
+    r.warnings.push_back(
+        "RoCE fabric is not lossless: a switch without lossless queueing (PFC/ECN) carries no RDMA "
+        "and NCCL drops to TCP; " +
+        no.front());
+  } else if (!unknown.empty()) {
+    f.lossless_reason =
+        unknown.front() +
+        (unknown.size() > 1 ? " (and " + std::to_string(unknown.size() - 1) + " more port(s))" : "");
+  } else if (yes > 0) {
+    f.lossless = "yes";
+    f.lossless_reason = "PFC on every fabric port";
+  }
+  if (tcs.size() == 1 && f.lossless == "yes") {
+    r.nccl.ib_tc = std::to_string(*tcs.begin());
+    r.reasons.emplace_back("NCCL_IB_TC",
+                           "the traffic class whose DSCP every fabric port maps to its PFC priority");
+  } else if (tcs.size() > 1) {
+    r.warnings.push_back(
+        "fabric ports map different DSCPs to their PFC priority: no single NCCL_IB_TC reaches "
+        "every port's lossless queue");
+  }
+}
+
+// The switch port behind each RoCE rail port, from lldpd where it runs.
+void read_switches(const InspectOptions& opts, Report& r) {
+  Fabric& f = r.fabric;
+  if (f.kind != "roce") return;
+  auto nb = read_lldp_neighbors(opts.lldpd_socket);
+  if (!nb) {
+    f.lldp_reason = nb.error().message;
+    return;
+  }
+  for (auto& rl : f.rails)
+    for (auto& rp : rl.ports) {
+      auto it = nb->find(port_netdev(r, rp));
+      rp.lldp = it == nb->end() ? std::vector<LldpNeighbor>{} : it->second;
+    }
+}
+
+}  // namespace
 
 Report discover(const InspectOptions& opts) {
   Report r;
@@ -30,31 +117,35 @@ Report discover(const InspectOptions& opts) {
     if (net.error) r.warnings.push_back(*net.error + "; RoCE fabric netdev cannot be checked");
   }
 
-  // SMInfo per ACTIVE InfiniBand port. libibumad reads the real
-  // /sys/class/infiniband_mad, so it can only speak for the real /sys.
+  // SMInfo and the SA's SM table per ACTIVE InfiniBand port, through
+  // libibumad, whatever the sysfs root: libibumad finds the devices it can
+  // open itself, and one it cannot open is a reason, not a guess.
   std::vector<std::pair<std::string, SmLookup>> sm;
   bool any_ib = false;
   for (const auto& h : r.hcas)
     for (const auto& p : h.ports) any_ib |= p.link_layer == "InfiniBand" && p.state == "ACTIVE";
-  Status umad_ok = (any_ib && opts.query_sm && opts.sysfs_root == "/sys") ? umad_available() : Status{};
+  Status umad_ok = (any_ib && opts.query_sm) ? umad_available() : Status{};
   for (const auto& h : r.hcas) {
     for (const auto& p : h.ports) {
       if (p.link_layer != "InfiniBand" || p.state != "ACTIVE" || !p.sm_lid || *p.sm_lid == 0) continue;
       std::string key = h.name + ":" + std::to_string(p.port);
       SmLookup l;
       if (!opts.query_sm) {
-        l.error = "SM query disabled (query_sm = false)";
-      } else if (opts.sysfs_root != "/sys") {
-        l.error = "SMInfo not sent: libibumad only reaches devices of the real /sys, and the sysfs root is " +
-                  opts.sysfs_root;
+        l.error = l.sa_error = "SM query disabled (query_sm = false)";
       } else if (!umad_ok) {
-        l.error = "SMInfo not sent: " + umad_ok.error().message;
+        l.error = l.sa_error = "SMInfo not sent: " + umad_ok.error().message;
       } else {
-        auto q = query_sminfo(h.name, p.port, *p.sm_lid);
-        if (q)
-          l.guid = q->guid;
+        auto q = query_subnet_managers(h.name, p.port, *p.sm_lid);
+        if (q.master) {
+          l.guid = q.master->guid;
+          l.master = *q.master;
+        } else {
+          l.error = q.master.error().message;
+        }
+        if (q.records)
+          l.records = std::move(*q.records);
         else
-          l.error = q.error().message;
+          l.sa_error = q.records.error().message;
       }
       sm.emplace_back(key, std::move(l));
     }
@@ -65,6 +156,9 @@ Report discover(const InspectOptions& opts) {
   r.nccl = std::move(s.nccl);
   r.reasons = std::move(s.reasons);
   r.warnings.insert(r.warnings.end(), s.warnings.begin(), s.warnings.end());
+
+  check_lossless(opts, r);
+  read_switches(opts, r);
 
   assign_nearest_hcas(gpus, r.hcas, r.fabric.ports);
   r.gpus.devices = std::move(gpus);
@@ -135,8 +229,48 @@ std::string printable_lines(const std::string& s) {
   return out;
 }
 
-json opt_str(const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); }
 json str_or_null(const std::string& v) { return v.empty() ? json(nullptr) : json(v); }
+json opt_str(const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); }
+
+template <class T>
+json opt_vec(const std::optional<std::vector<T>>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+json per_prio(const std::map<int, uint64_t>& m) {
+  json o = json::object();
+  for (const auto& [k, v] : m) o[std::to_string(k)] = v;
+  return o;
+}
+
+json lldp_json(const std::vector<LldpNeighbor>& v) {
+  json a = json::array();
+  for (const auto& n : v)
+    a.push_back({{"chassis_id", n.chassis_id},
+                 {"chassis_id_subtype", str_or_null(n.chassis_id_subtype)},
+                 {"system_name", str_or_null(n.system_name)},
+                 {"port_id", n.port_id},
+                 {"port_id_subtype", str_or_null(n.port_id_subtype)},
+                 {"port_descr", str_or_null(n.port_descr)}});
+  return a;
+}
+
+json lossless_json(const Lossless& l) {
+  json dscp = json::object();
+  for (const auto& [d, p] : l.dscp_priority) dscp[std::to_string(d)] = p;
+  return {{"state", l.state},
+          {"reason", l.reason},
+          {"pfc_priorities", l.pfc_priorities},
+          {"pfc_requests", per_prio(l.pfc_requests)},
+          {"pfc_indications", per_prio(l.pfc_indications)},
+          {"prio_tc", opt_vec(l.prio_tc)},
+          {"tc_tsa", opt_vec(l.tc_tsa)},
+          {"tc_tx_bw", opt_vec(l.tc_tx_bw)},
+          {"dscp_priority", dscp},
+          {"ecn_np", opt_vec(l.ecn_np)},
+          {"ecn_rp", opt_vec(l.ecn_rp)},
+          {"nccl_ib_tc", l.nccl_ib_tc ? json(*l.nccl_ib_tc) : json(nullptr)}};
+}
 template <class T>
 json opt_num(const std::optional<T>& v) {
   return v ? json(*v) : json(nullptr);
@@ -177,18 +311,43 @@ json to_json(const Report& r) {
                     {"ports", std::move(ports)}});
   }
   const Fabric& f = r.fabric;
+  json sm_guids = json::array(), sms = json::array();
+  for (const auto& m : f.sms) {
+    sm_guids.push_back(m.guid);
+    sms.push_back({{"guid", m.guid}, {"lid", m.lid}, {"priority", m.priority}, {"state", m.state}});
+  }
+  json rails = json::array();
+  for (const auto& rl : f.rails) {
+    json ps = json::array();
+    for (const auto& p : rl.ports)
+      ps.push_back({{"port", p.port},
+                    {"state", str_or_null(p.state)},
+                    {"netdev", str_or_null(p.netdev)},
+                    {"address", p.address},
+                    {"gid_index", p.gid_index},
+                    {"lossless", p.lossless ? lossless_json(*p.lossless) : json(nullptr)},
+                    {"lldp", p.lldp ? lldp_json(*p.lldp) : json(nullptr)}});
+    rails.push_back({{"segment", rl.segment}, {"ports", std::move(ps)}});
+  }
   json fabric = {{"kind", f.kind},
                  {"id", opt_str(f.id)},
                  {"ports", f.ports},
                  {"subnet_prefix", opt_str(f.subnet_prefix)},
                  {"sm_lid", opt_num(f.sm_lid)},
                  {"sm_guid", opt_str(f.sm_guid)},
+                 {"sm_guids", sm_guids},
+                 {"sms", sms},
+                 {"rails", std::move(rails)},
                  {"segment", opt_str(f.segment)},
                  {"address", opt_str(f.address)},
                  {"netdev", opt_str(f.netdev)},
-                 {"provider_id", opt_str(f.provider_id)}};
+                 {"provider_id", opt_str(f.provider_id)},
+                 {"lossless", f.lossless},
+                 {"lossless_reason", str_or_null(f.lossless_reason)},
+                 {"lldp_reason", str_or_null(f.lldp_reason)}};
   json nccl = {{"NCCL_IB_HCA", opt_str(r.nccl.ib_hca)},
                {"NCCL_IB_GID_INDEX", opt_str(r.nccl.ib_gid_index)},
+               {"NCCL_IB_TC", opt_str(r.nccl.ib_tc)},
                {"NCCL_SOCKET_IFNAME", r.nccl.socket_ifname}};
   json devs = json::array();
   for (const auto& g : r.gpus.devices)
@@ -216,13 +375,41 @@ std::string to_table(const Report& r) {
   appendf(out, "fabric    %s", f.kind.c_str());
   if (f.id) appendf(out, "  id %s", f.id->c_str());
   out += "\n";
-  if (f.kind == "infiniband")
+  if (f.kind == "infiniband") {
     appendf(out, "          subnet %s  SM LID %u  SM GUID %s\n", f.subnet_prefix.value_or("-").c_str(),
             f.sm_lid.value_or(0), f.sm_guid.value_or("unknown").c_str());
-  if (f.kind == "roce")
+    std::string sms;
+    for (const auto& m : f.sms)
+      sms += (sms.empty() ? "" : ", ") + m.guid + " " + m.state + " p" + std::to_string(m.priority);
+    appendf(out, "          SMs %s\n", sms.empty() ? "unknown" : sms.c_str());
+  }
+  if (f.kind == "roce") {
     appendf(out, "          segment %s  address %s on %s  provider %s\n", f.segment.value_or("-").c_str(),
             f.address.value_or("-").c_str(), f.netdev.value_or("-").c_str(),
             f.provider_id.value_or("(unset)").c_str());
+    if (!f.rails.empty()) {
+      appendf(out, "          %zu rail%s:\n", f.rails.size(), f.rails.size() == 1 ? "" : "s");
+      for (const auto& rl : f.rails) {
+        std::string ps;
+        for (const auto& p : rl.ports)
+          ps += (ps.empty() ? "" : ", ") + p.port + " " + p.netdev + " " + p.address + " GID " +
+                std::to_string(p.gid_index) +
+                (p.state == "ACTIVE" ? "" : " " + (p.state.empty() ? "?" : p.state)) +
+                (p.lossless ? " lossless " + p.lossless->state : "") +
+                (p.lldp && !p.lldp->empty()
+                     ? " switch " +
+                           (p.lldp->front().system_name.empty() ? p.lldp->front().chassis_id
+                                                                : p.lldp->front().system_name) +
+                           " " + p.lldp->front().port_id
+                     : "");
+        appendf(out, "            %-18s %s\n", rl.segment.c_str(), ps.c_str());
+      }
+    }
+    if (!f.lldp_reason.empty()) appendf(out, "          switches unknown: %s\n", f.lldp_reason.c_str());
+  }
+  if (f.kind != "none")
+    appendf(out, "          lossless %s%s%s\n", f.lossless.c_str(), f.lossless_reason.empty() ? "" : ": ",
+            f.lossless_reason.c_str());
   out += "\n";
   if (r.hcas.empty()) {
     out += "no RDMA devices\n";
@@ -259,6 +446,7 @@ std::string to_table(const Report& r) {
   out += "\n";
   appendf(out, "NCCL_IB_HCA=%s\n", r.nccl.ib_hca.value_or("(unset)").c_str());
   if (r.nccl.ib_gid_index) appendf(out, "NCCL_IB_GID_INDEX=%s\n", r.nccl.ib_gid_index->c_str());
+  if (r.nccl.ib_tc) appendf(out, "NCCL_IB_TC=%s\n", r.nccl.ib_tc->c_str());
   appendf(out, "NCCL_SOCKET_IFNAME=%s\n", r.nccl.socket_ifname.c_str());
   if (!r.reasons.empty()) {
     out += "\nwhy:\n";

@@ -241,14 +241,84 @@ std::string infiniband_fabric_id(std::string_view subnet_prefix, uint64_t sm_gui
   return "ib:" + p + ":" + g;
 }
 
-std::string roce_fabric_id(std::string_view provider_id, std::string_view segment) {
-  return "roce:" + std::string(provider_id) + ":" + std::string(segment);
+std::string roce_fabric_id(std::string_view provider_id, const std::vector<std::string>& segments) {
+  return "roce:" + std::string(provider_id) + ":" + join(segments, ",");
+}
+
+std::optional<std::pair<uint32_t, int>> parse_ipv4_segment(std::string_view seg) {
+  auto slash = seg.find('/');
+  if (slash == std::string_view::npos) return std::nullopt;
+  uint32_t a = 0;
+  std::string_view ip = seg.substr(0, slash);
+  for (int i = 0; i < 4; ++i) {
+    auto dot = ip.find('.');
+    std::string_view part = ip.substr(0, i < 3 ? dot : std::string_view::npos);
+    if ((i < 3 && dot == std::string_view::npos) || part.empty()) return std::nullopt;
+    unsigned v = 0;
+    auto [p, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+    if (ec != std::errc() || p != part.data() + part.size() || v > 255) return std::nullopt;
+    a = a << 8 | v;
+    if (i < 3) ip.remove_prefix(dot + 1);
+  }
+  int len = 0;
+  std::string_view l = seg.substr(slash + 1);
+  auto [p, ec] = std::from_chars(l.data(), l.data() + l.size(), len);
+  if (ec != std::errc() || p != l.data() + l.size() || len < 0 || len > 32) return std::nullopt;
+  return std::pair<uint32_t, int>{a & mask_of(len), len};
+}
+
+std::string covering_segment(const std::vector<std::string>& segments) {
+  std::optional<std::pair<uint32_t, int>> cover;
+  for (const auto& sg : segments) {
+    auto n = parse_ipv4_segment(sg);
+    if (!n) continue;
+    if (!cover) {
+      cover = n;
+      continue;
+    }
+    int len = std::min(cover->second, n->second);
+    while (len > 0 && (cover->first & mask_of(len)) != (n->first & mask_of(len))) --len;
+    cover = std::pair<uint32_t, int>{cover->first & mask_of(len), len};
+  }
+  return cover ? ipv4_segment(cover->first, cover->second) : "";
 }
 
 const NetLink* NetState::find(std::string_view name) const {
   for (const auto& l : links)
     if (l.name == name) return &l;
   return nullptr;
+}
+
+std::vector<smp::SmInfoRecord> sms_in_takeover_order(std::vector<smp::SmInfoRecord> records,
+                                                     const std::optional<smp::SmInfo>& master,
+                                                     uint32_t master_lid) {
+  if (master && master->guid != 0 &&
+      std::none_of(records.begin(), records.end(),
+                   [&](const smp::SmInfoRecord& r) { return r.info.guid == master->guid; }))
+    records.push_back({master_lid, *master});
+  // One entry per GUID (a table read across a takeover can list one twice).
+  auto by_guid = [](const auto& a, const auto& b) { return a.info.guid < b.info.guid; };
+  std::stable_sort(records.begin(), records.end(), by_guid);
+  records.erase(std::unique(records.begin(), records.end(),
+                            [](const auto& a, const auto& b) { return a.info.guid == b.info.guid; }),
+                records.end());
+  std::stable_sort(records.begin(), records.end(), [](const auto& a, const auto& b) {
+    return a.info.priority > b.info.priority;  // equal priority keeps GUID order
+  });
+  auto is_master = [&](const smp::SmInfoRecord& r) {
+    return master ? r.info.guid == master->guid : r.info.sm_state == 3;
+  };
+  std::stable_partition(records.begin(), records.end(), is_master);
+  return records;
+}
+
+const smp::SmInfoRecord* fabric_anchor_sm(const std::vector<smp::SmInfoRecord>& sms) {
+  const smp::SmInfoRecord* last = nullptr;
+  for (const auto& r : sms)
+    if (!last || r.info.priority < last->info.priority ||
+        (r.info.priority == last->info.priority && r.info.guid > last->info.guid))
+      last = &r;
+  return last;
 }
 
 // --- fabric selection ------------------------------------------------------
@@ -266,6 +336,9 @@ struct Member {
   int gid_index = -1;
   uint32_t addr = 0;
   std::string netdev;
+  std::string segment;
+  std::string state;
+  std::optional<double> rate_gbps;
 };
 
 // The candidate ports of one fabric: one InfiniBand subnet and SM, or one
@@ -277,6 +350,10 @@ struct Group {
   uint32_t sm_lid = 0;
   std::optional<uint64_t> sm_guid;
   std::string sm_error;
+  std::vector<smp::SmInfoRecord> sms;  // takeover order, master first
+  std::optional<uint64_t> anchor;      // the SM that names the fabric
+  bool sa_read = false;
+  std::string sa_error;
   std::string segment;
   std::vector<Member> members;
   int active() const {
@@ -322,9 +399,19 @@ void add_infiniband_port(const std::string& key, const Port& p, const SmLookup* 
   }
   std::string prefix = gid_subnet_prefix(g0->gid);
   std::optional<uint64_t> guid = l ? l->guid : std::nullopt;
-  // Ports agree on a fabric when prefix and SM agree; without the SM's
-  // GUID the SM LID is the best key we have (not unique across fabrics).
-  std::string gkey = "ib|" + prefix + "|" + (guid ? format_guid(*guid) : "lid" + std::to_string(*p.sm_lid));
+  std::vector<smp::SmInfoRecord> sms;
+  const smp::SmInfoRecord* anchor = nullptr;
+  if (l && l->records) {
+    sms = sms_in_takeover_order(*l->records, l->master, *p.sm_lid);
+    anchor = fabric_anchor_sm(sms);
+  }
+  // Ports agree on a fabric when prefix and SMs agree; without the SA's
+  // table the master's GUID, without that the SM LID (not unique across
+  // fabrics) is the best key we have.
+  std::string gkey = "ib|" + prefix + "|" +
+                     (anchor ? "anchor " + format_guid(anchor->info.guid)
+                      : guid ? "master " + format_guid(*guid)
+                             : "lid " + std::to_string(*p.sm_lid));
   Group& gr = c.groups[gkey];
   if (gr.members.empty()) {
     gr.kind = "infiniband";
@@ -332,10 +419,17 @@ void add_infiniband_port(const std::string& key, const Port& p, const SmLookup* 
     gr.sm_lid = *p.sm_lid;
     gr.sm_guid = guid;
     gr.sm_error = l ? l->error : "";
+    gr.sa_read = l && l->records;
+    gr.sa_error = l ? l->sa_error : "";
+    gr.sms = sms;
+    if (anchor) gr.anchor = anchor->info.guid;
+    if (!gr.sm_guid)  // SMInfo failed, the SA still names its master
+      for (const auto& r : sms)
+        if (r.info.sm_state == 3) gr.sm_guid = r.info.guid;
     gr.label = "InfiniBand subnet " + prefix + " SM LID " + std::to_string(*p.sm_lid) +
-               (guid ? " (SM GUID " + format_guid(*guid) + ")" : "");
+               (gr.sm_guid ? " (SM GUID " + format_guid(*gr.sm_guid) + ")" : "");
   }
-  gr.members.push_back({key, true, -1, 0, ""});
+  gr.members.push_back({key, true, -1, 0, "", "", p.state, p.rate_gbps});
 }
 
 // Why netdev `nd` cannot carry a RoCE GID with address `addr` (apart from
@@ -386,7 +480,7 @@ void add_roce_port(const std::string& key, const Port& p, const NetState& net, c
     std::string seg = ipv4_segment(ia->addr, ia->prefix_len);
     auto it = per_segment.find(seg);
     if (it == per_segment.end() || g.index < it->second.gid_index)
-      per_segment[seg] = Member{key, p.state == "ACTIVE", g.index, *a, nd};
+      per_segment[seg] = Member{key, p.state == "ACTIVE", g.index, *a, nd, seg, p.state, p.rate_gbps};
   }
   for (auto& [seg, m] : per_segment) {
     Group& gr = c.groups["roce|" + seg];
@@ -418,6 +512,65 @@ Candidates candidate_ports(const std::vector<Hca>& hcas, const NetState& net,
     warn(out, "configured fabric.netdev " + opts.fabric_netdev +
                   " has no usable RoCE v2 IPv4 GID (up, holding the GID's address); no RoCE fabric chosen");
   return c;
+}
+
+std::string rate_text(double g) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g Gb/s", g);
+  return b;
+}
+
+// A rail-optimised host puts NIC k of every machine on segment k: its RoCE
+// segments are the rails of one fabric, not fabrics of their own. Segments
+// whose ACTIVE ports are all slower than the fastest RoCE port (a front-end
+// or management card without the default route) are not rails and are left
+// out; a segment with no ACTIVE port (a rail whose link is down) stays a
+// rail, so the host's fabric id does not change with a link.
+void merge_rails(Candidates& c, Selection& out) {
+  std::optional<double> top;
+  for (const auto& [k, g] : c.groups)
+    if (g.kind == "roce")
+      for (const auto& m : g.members)
+        if (m.active && m.rate_gbps && (!top || *m.rate_gbps > *top)) top = m.rate_gbps;
+  Group rails;
+  rails.kind = "roce";
+  std::vector<std::string> segs;
+  for (auto it = c.groups.begin(); it != c.groups.end();) {
+    Group& g = it->second;
+    if (g.kind != "roce") {
+      ++it;
+      continue;
+    }
+    bool any_active = false, at_top = false;
+    std::optional<double> fastest;
+    for (const auto& m : g.members) {
+      if (!m.active) continue;
+      any_active = true;
+      if (!m.rate_gbps || !top || *m.rate_gbps >= *top) at_top = true;
+      if (m.rate_gbps && (!fastest || *m.rate_gbps > *fastest)) fastest = m.rate_gbps;
+    }
+    if (any_active && !at_top) {
+      std::vector<std::string> ps;
+      for (const auto& m : g.members) ps.push_back(m.key);
+      c.excluded.push_back("RoCE segment " + g.segment + " (" + join(ps) + "): its ports run at " +
+                           rate_text(*fastest) + ", the fabric's at " + rate_text(*top) +
+                           ", so it is not a rail");
+      warn(out, "RoCE segment " + g.segment + " (" + join(ps) +
+                    ") left out of the fabric: " + rate_text(*fastest) + " against " + rate_text(*top) +
+                    " on the other RoCE ports; pin it with fabric.hcas if it is a rail");
+    } else {
+      for (auto& m : g.members) rails.members.push_back(std::move(m));
+      segs.push_back(g.segment);
+    }
+    it = c.groups.erase(it);
+  }
+  if (rails.members.empty()) return;
+  std::sort(segs.begin(), segs.end(), [](const std::string& a, const std::string& b) {
+    return parse_ipv4_segment(a) < parse_ipv4_segment(b);
+  });
+  rails.segment = segs.front();
+  rails.label = (segs.size() == 1 ? "RoCE segment " : "RoCE rails ") + join(segs);
+  c.groups["roce|rails"] = std::move(rails);
 }
 
 // The fabric: the group with most ACTIVE ports, the first in key order on
@@ -468,23 +621,44 @@ void no_fabric(bool no_hcas, const std::vector<std::string>& excluded, Selection
   reason(out, "NCCL_IB_HCA", "not set: no fabric");
 }
 
+std::string sms_text(const std::vector<smp::SmInfoRecord>& sms) {
+  std::vector<std::string> v;
+  for (const auto& r : sms)
+    v.push_back(format_guid(r.info.guid) + " (" + smp::sm_state_name(r.info.sm_state) + ", priority " +
+                std::to_string(r.info.priority) + ")");
+  return join(v);
+}
+
 void describe_infiniband(const Group& best, const std::string& nports,
                          const std::vector<std::string>& excluded, Selection& out) {
   out.fabric.subnet_prefix = best.subnet_prefix;
   out.fabric.sm_lid = best.sm_lid;
-  if (best.sm_guid) {
-    out.fabric.sm_guid = format_guid(*best.sm_guid);
-    out.fabric.id = infiniband_fabric_id(best.subnet_prefix, *best.sm_guid);
+  if (best.sm_guid) out.fabric.sm_guid = format_guid(*best.sm_guid);
+  for (const auto& r : best.sms)
+    out.fabric.sms.push_back(
+        {format_guid(r.info.guid), r.lid, r.info.priority, smp::sm_state_name(r.info.sm_state)});
+  std::string where = "InfiniBand: " + nports + " on subnet prefix " + best.subnet_prefix + ", SM LID " +
+                      std::to_string(best.sm_lid);
+  if (best.anchor) {
+    out.fabric.id = infiniband_fabric_id(best.subnet_prefix, *best.anchor);
     reason(out, "fabric",
-           "InfiniBand: " + nports + " on subnet prefix " + best.subnet_prefix + " managed by SM " +
-               *out.fabric.sm_guid + " (LID " + std::to_string(best.sm_lid) + ")" + not_taken(excluded));
-  } else {
+           where + "; SMs " + sms_text(best.sms) + "; the id names " + format_guid(*best.anchor) +
+               ", the SM that would take over last, so a failover keeps it" + not_taken(excluded));
+  } else if (!best.sm_guid) {
     std::string why = best.sm_error.empty() ? "SM not queried" : best.sm_error;
     warn(out, "sm_guid unknown: " + why + "; fabric.id is null because subnet prefix " + best.subnet_prefix +
                   " and SM LID " + std::to_string(best.sm_lid) + " alone do not tell fabrics apart");
+    reason(out, "fabric", where + "; SM GUID unknown (" + why + "), so no fabric id" + not_taken(excluded));
+  } else {
+    std::string why = best.sa_read            ? "the SA lists no SM"
+                      : best.sa_error.empty() ? "SA not queried"
+                                              : best.sa_error;
+    warn(out, "fabric.id is null: the SA's table of subnet managers could not be read (" + why +
+                  "); the master SM " + format_guid(*best.sm_guid) +
+                  " alone would name the fabric only until the next failover");
     reason(out, "fabric",
-           "InfiniBand: " + nports + " on subnet prefix " + best.subnet_prefix + ", SM LID " +
-               std::to_string(best.sm_lid) + "; SM GUID unknown, so no fabric id" + not_taken(excluded));
+           where + ", master SM " + format_guid(*best.sm_guid) + "; the SA's SM table is unknown (" + why +
+               "), so no fabric id" + not_taken(excluded));
   }
   reason(out, "NCCL_IB_HCA",
          "the " + nports +
@@ -496,6 +670,7 @@ void describe_infiniband(const Group& best, const std::string& nports,
 // fabric ports (the first port's wins ties); a warning names the ports it
 // is wrong for.
 void choose_gid_index(const std::vector<Member>& ms, const std::string& segment, Selection& out) {
+  // `segment`: the fabric's segment, or the one covering all its rails.
   std::map<int, int> count;
   for (const auto& m : ms) ++count[m.gid_index];
   int idx = ms.front().gid_index, n = 0;
@@ -516,7 +691,7 @@ void choose_gid_index(const std::vector<Member>& ms, const std::string& segment,
   }
   warn(out, "fabric ports disagree on the RoCE v2 GID index: NCCL_IB_GID_INDEX=" + std::to_string(idx) +
                 " is wrong for " + join(differ) + "; with NCCL >= 2.21 set NCCL_IB_ADDR_RANGE=" + segment +
-                " instead, which selects the GID per device");
+                " instead, which selects the GID per device (each port's index is in fabric.rails)");
   reason(out, "NCCL_IB_GID_INDEX",
          "GID " + std::to_string(idx) + " is the most common RoCE v2 GID index with an address in " +
              segment + " (" + std::to_string(n) + " of " + std::to_string(ms.size()) + " ports)");
@@ -525,28 +700,59 @@ void choose_gid_index(const std::vector<Member>& ms, const std::string& segment,
 void describe_roce(const Group& best, const std::vector<Member>& ms, const std::string& nports,
                    const std::vector<std::string>& excluded, const InspectOptions& opts, Selection& out) {
   const Member& first = ms.front();
-  out.fabric.segment = best.segment;
+  // Rails in network order, each with its ports (not ACTIVE ones too).
+  std::map<std::pair<uint32_t, int>, Rail> by_net;
+  for (const auto& m : best.members) {
+    auto n = parse_ipv4_segment(m.segment).value_or(std::pair<uint32_t, int>{0, 0});
+    Rail& r = by_net[n];
+    r.segment = m.segment;
+    r.ports.push_back(
+        {m.key, m.state, m.netdev, ipv4_to_string(m.addr), m.gid_index, std::nullopt, std::nullopt});
+  }
+  std::vector<std::string> segs;
+  for (auto& [n, r] : by_net) {
+    std::sort(r.ports.begin(), r.ports.end(),
+              [](const RailPort& a, const RailPort& b) { return natural_less(a.port, b.port); });
+    segs.push_back(r.segment);
+    std::vector<std::string> down;
+    for (const auto& p : r.ports)
+      if (p.state != "ACTIVE")
+        down.push_back(p.port + " (" + (p.state.empty() ? "state unknown" : p.state) + ")");
+    if (down.size() == r.ports.size())
+      warn(out, "rail " + r.segment + " has no ACTIVE port: " + join(down) + "; NCCL runs on the other " +
+                    std::to_string(by_net.size() - 1) + " rail(s) until it is back");
+    else if (!down.empty())
+      warn(out, "rail " + r.segment + ": " + join(down) + " not ACTIVE, left out of NCCL_IB_HCA");
+    out.fabric.rails.push_back(std::move(r));
+  }
+  out.fabric.segment = first.segment;
   out.fabric.address = ipv4_to_string(first.addr);
   out.fabric.netdev = first.netdev;
+  std::string seg_text = (segs.size() == 1 ? "segment " : "rail segments ") + join(segs);
   if (!opts.provider_id.empty()) {
     out.fabric.provider_id = opts.provider_id;
-    out.fabric.id = roce_fabric_id(opts.provider_id, best.segment);
+    out.fabric.id = roce_fabric_id(opts.provider_id, segs);
   } else {
-    warn(out, "provider_id is not set in the config; fabric.id is null because segment " + best.segment +
+    warn(out, "provider_id is not set in the config; fabric.id is null because " + seg_text +
                   " alone does not tell two providers' networks apart");
   }
-  reason(out, "fabric",
-         "RoCE: " + nports + " with RoCE v2 GIDs in " + best.segment + " on " +
-             (opts.fabric_netdev.empty() ? "netdev " : "the configured fabric.netdev ") + first.netdev +
-             " (up, holds " + *out.fabric.address + ", no default route)" + not_taken(excluded));
+  std::string where;
+  if (segs.size() == 1)
+    where = "RoCE: " + nports + " with RoCE v2 GIDs in " + segs.front() + " on " +
+            (opts.fabric_netdev.empty() ? "netdev " : "the configured fabric.netdev ") + first.netdev +
+            " (up, holds " + *out.fabric.address + ", no default route)";
+  else
+    where = "RoCE: " + std::to_string(segs.size()) + " rails (" + join(segs) + "), " + nports +
+            ", each with a RoCE v2 GID on an up netdev holding its address, no default route";
+  reason(out, "fabric", where + not_taken(excluded));
   bool internet = std::any_of(excluded.begin(), excluded.end(), [](const std::string& e) {
     return e.find("default route") != std::string::npos;
   });
   reason(out, "NCCL_IB_HCA",
-         "the " + nports +
-             " of the RoCE fabric, '=' for exact names (NCCL prefix-matches otherwise), natural order" +
+         "the " + nports + " of the RoCE fabric" + (segs.size() > 1 ? ", every rail" : "") +
+             ", '=' for exact names (NCCL prefix-matches otherwise), natural order" +
              (internet ? "; internet-facing (default-route) ports left out" : ""));
-  choose_gid_index(ms, best.segment, out);
+  choose_gid_index(ms, covering_segment(segs), out);
 }
 
 }  // namespace
@@ -556,6 +762,7 @@ Selection select_fabric(const std::vector<Hca>& hcas, const NetState& net,
   Selection out;
   out.nccl.socket_ifname = opts.socket_ifname;
   Candidates c = candidate_ports(hcas, net, sm, opts, out);
+  merge_rails(c, out);
   Choice ch = choose_fabric(c.groups);
   if (!ch.best) {
     no_fabric(hcas.empty(), c.excluded, out);

@@ -14,6 +14,7 @@
 
 #include "common/result.hpp"
 #include "probes/inspect.hpp"
+#include "probes/sminfo.hpp"
 
 namespace fa::probes {
 
@@ -42,6 +43,11 @@ std::string gid_subnet_prefix(std::string_view gid);
 std::string ipv4_to_string(uint32_t addr);
 // Network of addr/prefix as "10.20.0.0/16".
 std::string ipv4_segment(uint32_t addr, int prefix_len);
+// "10.20.0.0/16" -> {network, prefix length}; nullopt when not that form.
+std::optional<std::pair<uint32_t, int>> parse_ipv4_segment(std::string_view segment);
+// The smallest segment holding every given one: 10.0.0.0/24 .. 10.0.7.0/24
+// -> 10.0.0.0/21 (what one NCCL_IB_ADDR_RANGE must name for all rails).
+std::string covering_segment(const std::vector<std::string>& segments);
 
 // Text from sysfs is bytes: netdev names, fw_ver, and the garbage a warning
 // echoes may be any byte string. Valid UTF-8 passes through; control bytes
@@ -59,7 +65,9 @@ std::string format_nccl_ib_hca(std::vector<std::string> ports);
 
 // Fabric ids: stable strings built only from the identifying facts.
 std::string infiniband_fabric_id(std::string_view subnet_prefix, uint64_t sm_guid);
-std::string roce_fabric_id(std::string_view provider_id, std::string_view segment);
+// segments: one or more "network/prefix", in the order given (a rail set
+// is ordered by network address): roce:<provider>:10.0.0.0/24,10.0.1.0/24.
+std::string roce_fabric_id(std::string_view provider_id, const std::vector<std::string>& segments);
 std::string format_guid(uint64_t guid);  // 0x0002c90300a1b2c3
 
 // --- network state as rtnetlink reports it --------------------------------
@@ -84,12 +92,29 @@ struct NetState {
 
 // --- decisions ----------------------------------------------------------
 
-// Subnet manager GUIDs read per port ("dev:port") with SMInfo; a port
-// without entry was not queried; a string is the reason the query failed.
+// What a port ("dev:port") learnt of its subnet's SMs: the master's SMInfo
+// and the SA's SMInfoRecord table, each with the reason it failed. A port
+// without entry was not queried.
 struct SmLookup {
-  std::optional<uint64_t> guid;
+  std::optional<uint64_t> guid;  // the master's port GUID (SMInfo)
   std::string error;
+  std::optional<smp::SmInfo> master;
+  std::optional<std::vector<smp::SmInfoRecord>> records;  // SA table
+  std::string sa_error;
 };
+
+// The subnet's SMs in takeover order (IBA 14.4.1.1: higher priority first,
+// then lower GUID), the master (by GUID) moved to the front; the master's
+// own SMInfo (at master_lid) is added when the table lacks it.
+std::vector<smp::SmInfoRecord> sms_in_takeover_order(std::vector<smp::SmInfoRecord> records,
+                                                     const std::optional<smp::SmInfo>& master,
+                                                     uint32_t master_lid);
+
+// The SM that names an InfiniBand fabric: the one that would take over
+// last (lowest priority, then highest GUID). A failover removes SMs from
+// the front of the takeover order, so the last one stays as long as it
+// is in the subnet.
+const smp::SmInfoRecord* fabric_anchor_sm(const std::vector<smp::SmInfoRecord>& ordered);
 
 struct Selection {
   Fabric fabric;

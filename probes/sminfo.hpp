@@ -11,6 +11,16 @@
 //   64 SMP data (64 bytes)  128 reserved (128 bytes)
 // SMInfo (IBA 14.2.5.13), at SMP data offset 0:
 //   0 GUID(64)  8 SM_Key(64)  16 ActCount(32)  20 Priority(4 high bits) | SMState(4 low bits)
+//
+// SubnAdmGetTable(SMInfoRecord): every SM of the subnet, as the SA knows them.
+// SA MAD (IBA 15.2.1.1), 256 bytes on the wire:
+//   0..23 the common MAD header as above (MgmtClass=0x03, ClassVersion=2,
+//   Method GetTable=0x12, GetTableResp=0x92, AttributeID=0x0018)
+//   24 RMPP header (12 bytes: version, type, RRespTime|flags, status, data1, data2)
+//   36 SM_Key(64)  44 AttributeOffset(16, record size in 8-byte words)  46 reserved(16)
+//   48 ComponentMask(64)  56 records
+// SMInfoRecord (IBA 15.2.5.16): 0 LID(16)  2 reserved(16)  4 SMInfo (21 bytes), padded
+// to AttributeOffset * 8 bytes (32 for OpenSM).
 #pragma once
 
 #include <array>
@@ -18,6 +28,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "common/result.hpp"
 
@@ -57,5 +68,29 @@ void encode_sminfo(std::span<uint8_t> smp_data, const SmInfo& info);
 
 // "master", "standby", ...; unknown values print with their number.
 std::string sm_state_name(uint8_t state);
+
+inline constexpr uint8_t kClassSubnAdm = 0x03;
+inline constexpr uint8_t kSaClassVersion = 2;
+inline constexpr uint8_t kMethodGetTable = 0x12;
+inline constexpr uint8_t kMethodGetTableResp = 0x92;
+inline constexpr uint16_t kAttrSmInfoRecord = 0x0018;
+inline constexpr size_t kSaDataOffset = 56;
+inline constexpr uint32_t kGsiQkey = 0x80010000;  // QP1's well-known Q_Key
+
+struct SmInfoRecord {
+  uint32_t lid = 0;  // the SM's port LID
+  SmInfo info;
+};
+
+// The request: SubnAdmGetTable(SMInfoRecord), component mask 0 (all SMs).
+std::array<uint8_t, kMadSize> encode_sminfo_record_gettable(uint64_t tid);
+
+// Checks a reply is GetTableResp(SMInfoRecord) for tid with status 0, then
+// reads its records. `mad` is the whole reply as received (one MAD, or the
+// reassembled RMPP payload): its length says how many records there are.
+Result<std::vector<SmInfoRecord>> decode_sminfo_records(std::span<const uint8_t> mad, uint64_t tid);
+
+// A GetTableResp carrying these records (tests build replies with it).
+std::vector<uint8_t> encode_sminfo_records_reply(uint64_t tid, const std::vector<SmInfoRecord>& recs);
 
 }  // namespace fa::probes::smp

@@ -404,4 +404,20 @@ std::vector<GpuDevice> read_gpus(const std::string& root, std::vector<std::strin
   return scan(root, warnings, false, true).gpus;
 }
 
+std::optional<Ecn> read_ecn(const std::string& sysfs_root, const std::string& netdev) {
+  Dir ecn = Dir::at(sysfs_root + "/class/net/" + netdev + "/ecn");
+  if (!ecn.ok()) return std::nullopt;
+  Ecn e;
+  auto side = [&](const char* name, uint8_t& mask) {
+    Dir d = ecn.sub(std::string(name) + "/enable");
+    for (int p = 0; p < 8; ++p) {
+      auto v = d.read(std::to_string(p));
+      if (v && parse_counter(*v).value_or(0) != 0) mask |= static_cast<uint8_t>(1u << p);
+    }
+  };
+  side("roce_np", e.np);
+  side("roce_rp", e.rp);
+  return e;
+}
+
 }  // namespace fa::probes

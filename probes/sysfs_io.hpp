@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "probes/dcb.hpp"
 #include "probes/inspect.hpp"
 
 namespace fa::probes {
@@ -23,5 +24,9 @@ SysfsScan read_sysfs(const std::string& sysfs_root, std::vector<std::string>& wa
 
 std::vector<Hca> read_hcas(const std::string& sysfs_root, std::vector<std::string>& warnings);
 std::vector<GpuDevice> read_gpus(const std::string& sysfs_root, std::vector<std::string>& warnings);
+
+// mlx5's ECN switches of a netdev (class/net/<netdev>/ecn/roce_np|roce_rp/
+// enable/<priority>); nullopt where the driver has none.
+std::optional<Ecn> read_ecn(const std::string& sysfs_root, const std::string& netdev);
 
 }  // namespace fa::probes

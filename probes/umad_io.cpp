@@ -3,6 +3,7 @@
 
 #include <infiniband/umad.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <vector>
@@ -33,6 +34,78 @@ class UmadPort {
   int fd_;
 };
 
+// A transaction id unique enough to match our reply among others.
+uint64_t new_tid() {
+  static uint32_t seq = 0;
+  auto now = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  return (now + ++seq) & 0xffffffffull;
+}
+
+// One request and its reply on an open port: the reply's bytes (a reply
+// reassembled from RMPP segments by the kernel may exceed one MAD).
+Result<std::vector<uint8_t>> transact(int fd, int agent, const std::string& where, uint32_t dlid, int dqp,
+                                      uint32_t qkey, std::span<const uint8_t> mad, uint64_t tid,
+                                      int timeout_ms, int retries) {
+  std::vector<uint8_t> buf(umad_size() + smp::kMadSize);
+  std::memcpy(umad_get_mad(buf.data()), mad.data(), mad.size());
+  if (int rc = umad_set_addr(buf.data(), static_cast<int>(dlid), dqp, 0, static_cast<int>(qkey)); rc < 0)
+    return umad_error(where + ": umad_set_addr", rc);
+  if (int rc = umad_send(fd, agent, buf.data(), static_cast<int>(mad.size()), timeout_ms, retries); rc < 0)
+    return umad_error(where + ": umad_send to LID " + std::to_string(dlid), rc);
+
+  int total_ms = timeout_ms * (retries + 1) + 100;
+  constexpr int kMaxReply = 64 * 1024;  // an SA table of ~2000 SMInfoRecords
+  for (;;) {
+    std::vector<uint8_t> rbuf(umad_size() + kMaxReply);
+    int len = kMaxReply;
+    int rc = umad_recv(fd, rbuf.data(), &len, total_ms);
+    if (rc < 0) return umad_error(where + ": umad_recv from LID " + std::to_string(dlid), rc);
+    if (int st = umad_status(rbuf.data()); st != 0)
+      return Error::from_errno(where + ": no reply from LID " + std::to_string(dlid), st);
+    auto* m = static_cast<const uint8_t*>(umad_get_mad(rbuf.data()));
+    std::span<const uint8_t> reply(m, static_cast<size_t>(std::clamp(len, 0, kMaxReply)));
+    if (reply.size() >= 16 && smp::get_be(reply, 12, 4) != (tid & 0xffffffffull)) continue;  // not our reply
+    return std::vector<uint8_t>(reply.begin(), reply.end());
+  }
+}
+
+Result<smp::SmInfo> sminfo_on(int fd, const std::string& where, uint32_t sm_lid, int timeout_ms,
+                              int retries) {
+  int agent = umad_register(fd, smp::kClassSubnLidRouted, smp::kClassVersion, 0, nullptr);
+  if (agent < 0) return umad_error("SMInfo via " + where + ": umad_register(SMI class)", agent);
+  uint64_t tid = new_tid();
+  auto req = smp::encode_sminfo_get(tid);
+  auto rep = transact(fd, agent, "SMInfo via " + where, sm_lid, 0, 0, req, tid, timeout_ms, retries);
+  if (!rep) return rep.take_error();
+  auto r = smp::decode_sminfo_response(*rep, tid);
+  if (!r) return Error{"SMInfo via " + where + ": " + r.error().message};
+  return r;
+}
+
+Result<std::vector<smp::SmInfoRecord>> records_on(int fd, const std::string& where, uint32_t sm_lid,
+                                                  int timeout_ms, int retries) {
+  // RMPP version 1: the kernel reassembles a table longer than one MAD.
+  int agent = umad_register(fd, smp::kClassSubnAdm, smp::kSaClassVersion, 1, nullptr);
+  if (agent < 0) return umad_error("SMInfoRecord via " + where + ": umad_register(SA class)", agent);
+  uint64_t tid = new_tid();
+  auto req = smp::encode_sminfo_record_gettable(tid);
+  auto rep = transact(fd, agent, "SMInfoRecord via " + where, sm_lid, 1, smp::kGsiQkey, req, tid, timeout_ms,
+                      retries);
+  if (!rep) return rep.take_error();
+  auto r = smp::decode_sminfo_records(*rep, tid);
+  if (!r) return Error{"SMInfoRecord via " + where + ": " + r.error().message};
+  return r;
+}
+
+Result<int> open_port(const std::string& ca, int port, const std::string& where) {
+  if (auto ok = umad_available(); !ok) return Error{where + ": " + ok.error().message, ok.error().sys_errno};
+  int fd = umad_open_port(ca.c_str(), port);
+  if (fd < 0)
+    return umad_error(where + ": umad_open_port (is ib_umad loaded and /dev/infiniband/umad* accessible?)",
+                      fd);
+  return fd;
+}
+
 }  // namespace
 
 Status umad_available() {
@@ -48,47 +121,25 @@ Status umad_available() {
 Result<smp::SmInfo> query_sminfo(const std::string& ca, int port, uint32_t sm_lid, int timeout_ms,
                                  int retries) {
   std::string where = ca + ":" + std::to_string(port);
-  if (auto ok = umad_available(); !ok)
-    return Error{"SMInfo via " + where + ": " + ok.error().message, ok.error().sys_errno};
-  int fd = umad_open_port(ca.c_str(), port);
-  if (fd < 0)
-    return umad_error("SMInfo via " + where +
-                          ": umad_open_port (is ib_umad loaded and /dev/infiniband/umad* "
-                          "accessible?)",
-                      fd);
-  UmadPort p(fd);
-  int agent = umad_register(p.get(), smp::kClassSubnLidRouted, smp::kClassVersion, 0, nullptr);
-  if (agent < 0) return umad_error("SMInfo via " + where + ": umad_register(SMI class)", agent);
+  auto fd = open_port(ca, port, "SMInfo via " + where);
+  if (!fd) return fd.take_error();
+  UmadPort p(*fd);
+  return sminfo_on(p.get(), where, sm_lid, timeout_ms, retries);
+}
 
-  // A transaction id unique enough to match our reply among others.
-  uint64_t tid =
-      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) & 0xffffffffull;
-  auto mad = smp::encode_sminfo_get(tid);
-  std::vector<uint8_t> buf(umad_size() + smp::kMadSize);
-  std::memcpy(umad_get_mad(buf.data()), mad.data(), mad.size());
-  if (int rc = umad_set_addr(buf.data(), static_cast<int>(sm_lid), 0, 0, 0); rc < 0)
-    return umad_error("SMInfo via " + where + ": umad_set_addr", rc);
-  if (int rc = umad_send(p.get(), agent, buf.data(), static_cast<int>(smp::kMadSize), timeout_ms, retries);
-      rc < 0)
-    return umad_error("SMInfo via " + where + ": umad_send to SM LID " + std::to_string(sm_lid), rc);
-
-  int total_ms = timeout_ms * (retries + 1) + 100;
-  for (;;) {
-    std::vector<uint8_t> rbuf(umad_size() + smp::kMadSize);
-    int len = static_cast<int>(smp::kMadSize);
-    int rc = umad_recv(p.get(), rbuf.data(), &len, total_ms);
-    if (rc < 0)
-      return umad_error("SMInfo via " + where + ": umad_recv from SM LID " + std::to_string(sm_lid), rc);
-    if (int st = umad_status(rbuf.data()); st != 0)
-      return Error::from_errno("SMInfo via " + where + ": no reply from SM LID " + std::to_string(sm_lid),
-                               st);
-    auto* m = static_cast<const uint8_t*>(umad_get_mad(rbuf.data()));
-    std::span<const uint8_t> reply(m, static_cast<size_t>(len > 0 ? len : 0));
-    if (reply.size() >= 16 && smp::get_be(reply, 12, 4) != (tid & 0xffffffffull)) continue;  // not our reply
-    auto r = smp::decode_sminfo_response(reply, tid);
-    if (!r) return Error{"SMInfo via " + where + ": " + r.error().message};
-    return r;
+SmQuery query_subnet_managers(const std::string& ca, int port, uint32_t sm_lid, int timeout_ms, int retries) {
+  std::string where = ca + ":" + std::to_string(port);
+  SmQuery q;
+  auto fd = open_port(ca, port, "SMInfo via " + where);
+  if (!fd) {
+    q.master = fd.error();
+    q.records = fd.error();
+    return q;
   }
+  UmadPort p(*fd);
+  q.master = sminfo_on(p.get(), where, sm_lid, timeout_ms, retries);
+  q.records = records_on(p.get(), where, sm_lid, timeout_ms, retries);
+  return q;
 }
 
 }  // namespace fa::probes

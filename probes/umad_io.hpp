@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// The one place that talks to the subnet manager: SubnGet(SMInfo) through
-// libibumad. libibumad finds its devices under the real
-// /sys/class/infiniband_mad (it cannot follow --sysfs-root), so callers only
-// use this against the real /sys.
+// The one place that talks to the subnet manager, through libibumad:
+// SubnGet(SMInfo) to the SM (who is master) and SubnAdmGetTable(SMInfoRecord)
+// to its SA (every SM of the subnet). libibumad finds its devices under
+// /sys/class/infiniband_mad, whatever sysfs root discovery reads; a device
+// it cannot open is an error naming the step.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/result.hpp"
 #include "probes/sminfo.hpp"
@@ -21,5 +23,14 @@ Status umad_available();
 // Errors say which step failed and why (no ib_umad, no permission, timeout).
 Result<smp::SmInfo> query_sminfo(const std::string& ca, int port, uint32_t sm_lid, int timeout_ms = 200,
                                  int retries = 2);
+
+// What one port learns of its subnet's SMs: SMInfo from the master and the
+// SA's SMInfoRecord table, each with its own error, over one umad port.
+struct SmQuery {
+  Result<smp::SmInfo> master = Error{"not queried"};
+  Result<std::vector<smp::SmInfoRecord>> records = Error{"not queried"};
+};
+SmQuery query_subnet_managers(const std::string& ca, int port, uint32_t sm_lid, int timeout_ms = 200,
+                              int retries = 2);
 
 }  // namespace fa::probes

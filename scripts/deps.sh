@@ -4,7 +4,8 @@
 # second run installs nothing and takes about a second.
 #   scripts/deps.sh            build and run (`make run`): compilers, -dev libraries, what the daemon runs
 #   scripts/deps.sh --package  also what `make package` runs (dpkg-shlibdeps, rpmbuild)
-#   scripts/deps.sh --test     also the tools the unit, netns and packaging tests drive
+#   scripts/deps.sh --test     also the tools the unit, netns, packaging and fuzz tests drive
+#   scripts/deps.sh --fuzz     also what the libFuzzer harnesses need (`make fuzz`; --test includes it)
 #   scripts/deps.sh --lab      also what tests/lab needs (qemu, kernel, perftest)
 #   scripts/deps.sh --bench    also what bench/ needs (wrk, node_exporter)
 set -euo pipefail
@@ -27,6 +28,7 @@ package_pkgs=(
 )
 test_pkgs=(
   iproute2 iputils-ping procps curl wireguard-tools
+  openssl              # throwaway TLS certificates (tests/agent server test, the provider lab)
   python3              # tests/agent/e2e_netns.sh and the benches read JSON answers with it
   ibverbs-utils rdma-core
   prometheus systemd
@@ -34,7 +36,22 @@ test_pkgs=(
   podman               # tests/pods: the same CDI spec consumed by Podman (--device fabric-agent.io/rdma=all)
   # tests/packaging: lintian, rpm's queries and a Debian 12 root made with debootstrap.
   "${package_pkgs[@]}" rpm2cpio cpio lintian debootstrap zstd
+  # tests/probes: OpenSM on ibsim's simulated InfiniBand fabrics (libumad2sim
+  # attaches libibumad to them), sminfo/saquery as the reference; lldpd in
+  # network namespaces for the LLDP neighbour.
+  ibsim-utils libumad2sim0 opensm infiniband-diags lldpd
 )
+# fuzz/: clang, its sanitizer runtimes and libFuzzer (not pulled in by clang
+# without its Recommends).
+fuzz_pkgs=(
+  clang libclang-rt-14-dev libfuzzer-14-dev
+)
+test_pkgs+=("${fuzz_pkgs[@]}")
+
+# Packages above that ship a service the tests only run by hand, confined to
+# their namespaces: never left running on the host (lldpd would send LLDP
+# frames on every host interface, OpenSM would try to manage a real fabric).
+no_service=(lldpd opensm)
 lab_pkgs=(
   qemu-system-x86 busybox-static perftest rdmacm-utils cpio kmod zstd xz-utils
   ibverbs-providers jq binutils
@@ -49,9 +66,10 @@ for a in "$@"; do
   case "$a" in
     --package) want+=("${package_pkgs[@]}") ;;
     --test) want+=("${test_pkgs[@]}") ;;
+    --fuzz) want+=("${fuzz_pkgs[@]}") ;;
     --lab) want+=("${lab_pkgs[@]}") ;;
     --bench) want+=("${bench_pkgs[@]}") ;;
-    *) echo "deps.sh: unknown option '$a' (accepted: --package, --test, --lab, --bench)" >&2; exit 2 ;;
+    *) echo "deps.sh: unknown option '$a' (accepted: --package, --test, --fuzz, --lab, --bench)" >&2; exit 2 ;;
   esac
 done
 
@@ -66,4 +84,8 @@ SUDO=""
 echo "deps.sh: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
+# Masked before the install, so that installing cannot start them either.
+if command -v systemctl >/dev/null; then
+  for svc in "${no_service[@]}"; do $SUDO systemctl mask "$svc.service" >/dev/null 2>&1 || true; done
+fi
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -7,7 +7,9 @@
 
 rxe_pair
 note "$RXE_A gid[$GID_A] -> $RXE_B gid[$GID_B], ${SIZE}-byte writes, ${DURATION} s, window 128, $ROUNDS rounds"
-bg_start server fabric-agent probe rdma serve --bind "$IP_B" --hca "$RXE_B:1" --gid-index "$GID_B"
+KEYF=$LAB_OUT/probe.key
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$KEYF"
+bg_start server fabric-agent probe rdma serve --key-file "$KEYF" --hca "$RXE_B:1" --gid-index "$GID_B"
 retry 60 0.25 grep -q serving "$LAB_OUT/server.log"
 
 perf=() ours=() skipped=0
@@ -24,7 +26,7 @@ run_perf() {
 }
 run_probe() {
   step "round $r: fabric-agent probe rdma"
-  fabric-agent probe rdma run --peer "$IP_B" --hca "$RXE_A:1" --gid-index "$GID_A" --size "$SIZE" \
+  fabric-agent probe rdma run --peer "$IP_B" --key-file "$KEYF" --hca "$RXE_A:1" --gid-index "$GID_A" --size "$SIZE" \
     --duration "$DURATION" --window 128 --latency-iters 100 --json > "$LAB_OUT/probe$r.json"
   g=$(jq -r '.gbps * 1000 | round / 1000' "$LAB_OUT/probe$r.json")
   note "probe $g Gb/s"

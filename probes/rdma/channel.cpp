@@ -14,6 +14,8 @@
 #include <cstring>
 #include <memory>
 
+#include "common/random.hpp"
+
 namespace fa::rdma {
 namespace {
 
@@ -119,8 +121,10 @@ Outcome<Channel> Channel::connect(const std::string& host, uint16_t port, Deadli
   return last;
 }
 
-Check Channel::send(const Record& r, Deadline deadline) {
-  std::string line = encode(r) + "\n";
+Check Channel::send_line(const std::string& text, Deadline deadline) {
+  const bool capped = end_ < deadline;
+  deadline = std::min(deadline, end_);
+  std::string line = text + "\n";
   size_t done = 0;
   while (done < line.size()) {
     ssize_t n = ::send(fd_.get(), line.data() + done, line.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -131,7 +135,9 @@ Check Channel::send(const Record& r, Deadline deadline) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       int w = wait_fd(fd_.get(), POLLOUT, cancel_fd_, deadline);
-      if (w == 0) return Fault{Reason::kTimeout, "side channel to " + peer_ + ": send timed out"};
+      if (w == 0)
+        return Fault{Reason::kTimeout, "side channel to " + peer_ + ": send timed out" +
+                                           (capped ? " (the session's time is up)" : "")};
       if (w < 0) return wait_fault(peer_);
       continue;
     }
@@ -141,23 +147,26 @@ Check Channel::send(const Record& r, Deadline deadline) {
   return std::nullopt;
 }
 
-Outcome<Record> Channel::recv(Deadline deadline) {
+Outcome<std::string> Channel::recv_line(Deadline deadline) {
+  const bool capped = end_ < deadline;
+  deadline = std::min(deadline, end_);
   while (true) {
     if (auto nl = in_.find('\n'); nl != std::string::npos) {
       std::string line = in_.substr(0, nl);
       in_.erase(0, nl + 1);
-      auto r = decode(line);
-      if (!r) return Fault{Reason::kProtocolError, "from " + peer_ + ": " + r.error().message};
-      return *r;
+      return line;
     }
-    if (in_.size() > kMaxRecordBytes)
+    if (in_.size() > kMaxLineBytes)
       return Fault{Reason::kProtocolError, "from " + peer_ + ": record longer than " +
-                                               std::to_string(kMaxRecordBytes) + " bytes"};
+                                               std::to_string(kMaxLineBytes) + " bytes"};
     int w = wait_fd(fd_.get(), POLLIN, cancel_fd_, deadline);
-    if (w == 0) return Fault{Reason::kTimeout, "side channel to " + peer_ + ": no record within the deadline"};
+    if (w == 0)
+      return Fault{Reason::kTimeout, "side channel to " + peer_ + ": no record within the deadline" +
+                                         (capped ? " (the session's time is up)" : "")};
     if (w < 0) return wait_fault(peer_);
-    char buf[1024];
-    ssize_t n = ::recv(fd_.get(), buf, sizeof buf, MSG_DONTWAIT);
+    // Never more than one byte past the bound is buffered.
+    char buf[kMaxLineBytes + 1];
+    ssize_t n = ::recv(fd_.get(), buf, kMaxLineBytes + 1 - in_.size(), MSG_DONTWAIT);
     if (n == 0) return Fault{Reason::kPeerClosed, "side channel to " + peer_ + ": closed by the peer"};
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
@@ -168,10 +177,94 @@ Outcome<Record> Channel::recv(Deadline deadline) {
   }
 }
 
+Check Channel::send(const Record& r, Deadline deadline) {
+  if (!sealing_) return send_line(encode(r), deadline);
+  return send_line(rdma::seal(sealing_->key, sealing_->out, sealing_->sent++, encode(r)), deadline);
+}
+
+Outcome<Record> Channel::recv(Deadline deadline) {
+  auto line = recv_line(deadline);
+  if (!line.ok()) return line.fault();
+  std::string_view record = *line;
+  if (sealing_) {
+    auto opened = open(sealing_->key, sealing_->in, sealing_->received++, *line);
+    if (!opened) return Fault{Reason::kAuthFailed, "from " + peer_ + ": " + opened.error().message};
+    record = *opened;
+  }
+  auto r = decode(record);
+  if (!r) return Fault{Reason::kProtocolError, "from " + peer_ + ": " + r.error().message};
+  return *r;
+}
+
 bool Channel::readable() {
   if (in_.find('\n') != std::string::npos) return true;
   pollfd p{fd_.get(), POLLIN, 0};
   return ::poll(&p, 1, 0) > 0;
+}
+
+void Channel::seal(const SessionKey& key, bool client) {
+  sealing_ = Sealing{key, client ? Direction::kToServer : Direction::kToClient,
+                     client ? Direction::kToClient : Direction::kToServer};
+}
+
+bool Channel::cancelled() const {
+  if (cancel_fd_ < 0) return false;
+  pollfd p{cancel_fd_, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
+}
+
+namespace {
+
+Status fresh_nonce(Nonce& n) { return random_bytes(n.data(), n.size()); }
+
+// Bytes that are no handshake record (a line too long, say) mean the peer
+// did not authenticate, like a wrong record does.
+Fault in_handshake(Fault f, const Channel& ch) {
+  if (f.from_peer) {
+    f.message = "peer " + ch.peer() + " reported: " + f.message;
+    return f;
+  }
+  if (f.reason == Reason::kProtocolError) f.reason = Reason::kAuthFailed;
+  if (f.message.rfind("handshake: ", 0) != 0) f.message = "handshake: " + f.message;
+  return f;
+}
+
+}  // namespace
+
+Check authenticate_client(Channel& ch, const Key& key, Deadline deadline) {
+  Nonce nc;
+  if (auto st = fresh_nonce(nc); !st) return Fault{Reason::kDeviceError, st.error().message};
+  ClientHandshake hs(key, nc);
+  if (auto f = ch.send_line(hs.hello(), deadline)) return in_handshake(*f, ch);
+  auto challenge = ch.recv_line(deadline);
+  if (!challenge.ok()) return in_handshake(challenge.fault(), ch);
+  auto proof = hs.on_challenge(*challenge);
+  if (!proof.ok()) return in_handshake(proof.fault(), ch);
+  if (auto f = ch.send_line(*proof, deadline)) return in_handshake(*f, ch);
+  auto theirs = ch.recv_line(deadline);
+  if (!theirs.ok()) return in_handshake(theirs.fault(), ch);
+  auto session = hs.on_proof(*theirs);
+  if (!session.ok()) return in_handshake(session.fault(), ch);
+  ch.seal(*session, true);
+  return std::nullopt;
+}
+
+Check authenticate_server(Channel& ch, const Key& key, Deadline deadline) {
+  Nonce ns;
+  if (auto st = fresh_nonce(ns); !st) return Fault{Reason::kDeviceError, st.error().message};
+  ServerHandshake hs(key, ns);
+  auto hello = ch.recv_line(deadline);
+  if (!hello.ok()) return in_handshake(hello.fault(), ch);
+  auto challenge = hs.on_hello(*hello);
+  if (!challenge.ok()) return in_handshake(challenge.fault(), ch);
+  if (auto f = ch.send_line(*challenge, deadline)) return in_handshake(*f, ch);
+  auto proof = ch.recv_line(deadline);
+  if (!proof.ok()) return in_handshake(proof.fault(), ch);
+  auto ours = hs.on_proof(*proof);
+  if (!ours.ok()) return in_handshake(ours.fault(), ch);
+  if (auto f = ch.send_line(*ours, deadline)) return in_handshake(*f, ch);
+  ch.seal(hs.session(), false);
+  return std::nullopt;
 }
 
 Result<Fd> listen_tcp(const std::string& bind_addr, uint16_t port, uint16_t* bound_port) {

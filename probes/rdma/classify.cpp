@@ -21,6 +21,7 @@ constexpr std::pair<Reason, std::string_view> kNames[] = {
     {Reason::kDeviceError, "device_error"},
     {Reason::kCompletionError, "completion_error"},
     {Reason::kBusy, "busy"},
+    {Reason::kAuthFailed, "auth_failed"},
     {Reason::kBelowRate, "below_rate"},
 };
 

@@ -27,6 +27,7 @@ enum class Reason {
   kDeviceError,     // local setup: device/port missing or down, resource creation failed
   kCompletionError, // any other work completion error status
   kBusy,            // the probe server is already running a probe
+  kAuthFailed,      // the side channel did not authenticate: wrong or missing probe key, not a fabric-agent peer
   kBelowRate,       // not a failure: the pair ran but under the configured fraction of the port rate
 };
 

@@ -1,30 +1,31 @@
 // SPDX-License-Identifier: Apache-2.0
 // The probe's two ends. Order of a session, client side:
-//   1. open dev:port, read the GID; register one buffer; RC QP to INIT
-//   2. side channel: send our endpoint; the server registers a buffer of the
-//      same size, takes its QP to RTR/RTS towards us and answers with its
-//      endpoint (or with a classified failure, e.g. its RTR failed)
-//   3. our QP to RTR/RTS; the server is already RTR, so we can write at once
-//   4. bandwidth: RDMA WRITEs of `size` bytes, `window` outstanding, one in
+//   1. open dev:port, read the GID
+//   2. side channel: authenticate both ways (auth.hpp); every record from
+//      here on is sealed; send our plan (duration, round trips)
+//   3. register one buffer, RC QP to INIT; send our endpoint; the server
+//      registers a buffer of the same size, takes its QP to RTR/RTS towards
+//      us and answers with its endpoint (or with a classified failure, e.g.
+//      its RTR failed)
+//   4. our QP to RTR/RTS; the server is already RTR, so we can write at once
+//   5. bandwidth: RDMA WRITEs of `size` bytes, `window` outstanding, one in
 //      a batch signaled, for `duration` seconds, then drained
-//   5. "lat iters=N"; N write ping-pongs on an 8-byte slot at the end of
+//   6. "lat iters=N"; N write ping-pongs on an 8-byte slot at the end of
 //      both buffers (each side spins on its slot, then writes back)
-//   6. "done" both ways
+//   7. "done" both ways
 // Buffer layout (both ends, same length): [0, size) bandwidth target,
 // [len-64, len-56) the slot the peer writes into, [len-56, len-48) the value
 // this end sends.
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
+#include <atomic>
+#include <cmath>
 #include <cstring>
 
+#include "common/fs.hpp"
 #include "common/log.hpp"
 #include "probes/rdma/channel.hpp"
 #include "probes/rdma/probe.hpp"
@@ -188,49 +189,56 @@ Check validate(const ProbeOptions& o) {
   if (o.gid_index < 0 || o.gid_index > 255)
     return Fault{Reason::kDeviceError, "--gid-index is required (0..255, the NCCL_IB_GID_INDEX of the fabric port)"};
   if (o.peer.host.empty()) return Fault{Reason::kDeviceError, "--peer is required"};
+  if (o.key.empty()) return Fault{Reason::kDeviceError, "the probe key is required (the serving peer's key)"};
   if (o.size == 0 || o.size > (64ull << 20)) return Fault{Reason::kDeviceError, "size must be 1..64 MiB"};
   if (o.window == 0 || o.window > 4096) return Fault{Reason::kDeviceError, "window must be 1..4096"};
   if (o.latency_iters == 0 || o.latency_iters > kMaxLatencyIters)
     return Fault{Reason::kDeviceError, "latency iterations must be 1.." + std::to_string(kMaxLatencyIters)};
-  if (!(o.duration_s > 0) || !(o.stall_timeout_s > 0) || !(o.connect_timeout_s > 0))
-    return Fault{Reason::kDeviceError, "duration and timeouts must be positive"};
+  if (!(o.duration_s >= kMinDurationMs / 1000.0 && o.duration_s <= kMaxDurationMs / 1000.0))
+    return Fault{Reason::kDeviceError, "duration must be 0.1..3600 s"};
+  if (!(o.stall_timeout_s > 0) || !(o.connect_timeout_s > 0))
+    return Fault{Reason::kDeviceError, "timeouts must be positive"};
   if (!(o.min_fraction >= 0 && o.min_fraction <= 1)) return Fault{Reason::kDeviceError, "min fraction must be 0..1"};
   return std::nullopt;
 }
 
-Check session(const ProbeOptions& o, Port& port, Link& link, Channel& ch, Measured& m);
+Check session(const ProbeOptions& o, Port& port, Channel& ch, Measured& m);
 
 Check run_client(const ProbeOptions& o, ProbeResult& res, Measured& m) {
   auto port = open_port(o.hca, o.gid_index);
   if (!port.ok()) return port.fault();
   res.gid = gid_text(port->gid);
   res.port_rate_gbps = port->rate_gbps;
-  auto link = make_link(*port, buffer_len(o.size), o.window);
-  if (!link.ok()) return link.fault();
   auto ch = Channel::connect(o.peer.host, o.peer.port, after(o.connect_timeout_s));
   if (!ch.ok()) return ch.fault();
   res.peer = ch->peer();
-  // Leaving this scope releases QP, CQ, MR, buffer, PD and context in that
-  // order, on success and on every failure inside session().
-  Check f = session(o, *port, *link, *ch, m);
+  if (auto f = authenticate_client(*ch, o.key, after(o.stall_timeout_s))) return f;
+  Check f = session(o, *port, *ch, m);
   // Best effort: tell the server why, so its log names the same reason
   // (a dead channel makes this a no-op).
   if (f && !f->from_peer) (void)ch->send(Failure{f->reason, "client: " + f->message}, after(0.5));
   return f;
 }
 
-Check session(const ProbeOptions& o, Port& port, Link& link, Channel& ch, Measured& m) {
-  if (auto f = ch.send(local_endpoint(port, link), after(o.stall_timeout_s))) return f;
+Check session(const ProbeOptions& o, Port& port, Channel& ch, Measured& m) {
+  const Plan plan{static_cast<uint32_t>(std::lround(o.duration_s * 1000)), o.latency_iters};
+  if (auto f = ch.send(plan, after(o.stall_timeout_s))) return f;
+  // Registered only now that the peer is known to hold the key. Leaving
+  // this scope releases QP, CQ, MR, buffer and PD in that order, on success
+  // and on every failure below.
+  auto link = make_link(port, buffer_len(o.size), o.window);
+  if (!link.ok()) return link.fault();
+  if (auto f = ch.send(local_endpoint(port, *link), after(o.stall_timeout_s))) return f;
   auto reply = ch.recv(after(o.stall_timeout_s));
   if (!reply.ok()) return reply.fault();
   if (auto* f = std::get_if<Failure>(&*reply)) return remote_failure(*f, ch.peer());
   auto* remote = std::get_if<Endpoint>(&*reply);
   if (!remote) return unexpected(*reply, ch.peer(), "the server's endpoint");
-  if (remote->len != link.len)
+  if (remote->len != link->len)
     return Fault{Reason::kProtocolError, "server registered " + std::to_string(remote->len) + " bytes, asked for " +
-                                             std::to_string(link.len)};
-  if (auto f = connect_link(port, link, *remote)) return f;
-  Client c(o, link, ch, *remote);
+                                             std::to_string(link->len)};
+  if (auto f = connect_link(port, *link, *remote)) return f;
+  Client c(o, *link, ch, *remote);
   if (auto f = c.bandwidth(m)) return f;
   if (auto f = c.latency(m)) return f;
   if (auto f = ch.send(Done{}, after(o.stall_timeout_s))) return f;
@@ -291,16 +299,30 @@ Result<ProbeResult> run_probe(const ProbeOptions& o) {
 struct Server::Impl {
   ServeOptions opts;
   Port port;  // opened at start to fail fast on a bad --hca/--gid-index
-  Fd listen;
-  Fd stop_efd;  // readable once stop() was called: aborts every wait
-  std::atomic<bool> stopping{false};
+  std::atomic<uint64_t> registered{0};  // bytes the running session has registered
+  std::unique_ptr<Listener> listener;
 };
 
 namespace {
 
-// The server's half of one session, on an accepted side channel.
-Check serve_session(Server::Impl& s, Channel& ch) {
+// Counts what a session has registered while it holds it.
+class Registered {
+ public:
+  Registered(std::atomic<uint64_t>& counter, uint64_t bytes) : c_(counter), bytes_(bytes) { c_ += bytes_; }
+  ~Registered() { c_ -= bytes_; }
+  Registered(const Registered&) = delete;
+  Registered& operator=(const Registered&) = delete;
+
+ private:
+  std::atomic<uint64_t>& c_;
+  uint64_t bytes_;
+};
+
+// The server's half of one authenticated session: the channel is sealed and
+// every wait on it ends at the session's lifetime.
+Check serve_session(Server::Impl& s, Channel& ch, const Plan& plan) {
   const double io = s.opts.io_timeout_s;
+  auto lifetime_up = [&] { return Clock::now() >= ch.end(); };
   auto hello = ch.recv(after(io));
   if (!hello.ok()) return hello.fault();
   if (auto* f = std::get_if<Failure>(&*hello)) return remote_failure(*f, ch.peer());
@@ -316,17 +338,21 @@ Check serve_session(Server::Impl& s, Channel& ch) {
   if (!port.ok()) return port.fault();
   auto link = make_link(*port, remote.len, 64);
   if (!link.ok()) return link.fault();
+  Registered held(s.registered, link->len);
   // Straight to RTS: the client writes as soon as it has our endpoint.
   if (auto f = connect_link(*port, *link, remote)) return f;
   if (auto f = ch.send(local_endpoint(*port, *link), after(io))) return f;
 
-  // The bandwidth phase is the client's alone; we wait for its next record
-  // for as long as a probe may last, but a dead client closes the channel.
-  auto next = ch.recv(after(3600 + 2 * io));
+  // The bandwidth phase is the client's alone: its next record comes after
+  // the announced duration and the drain; a dead client closes the channel.
+  auto next = ch.recv(after(plan.duration_ms / 1000.0 + 2 * io));
   if (!next.ok()) return next.fault();
   if (auto* f = std::get_if<Failure>(&*next)) return remote_failure(*f, ch.peer());
   auto* lat = std::get_if<LatencyStart>(&*next);
   if (!lat) return unexpected(*next, ch.peer(), "lat");
+  if (lat->iters != plan.latency_iters)
+    return Fault{Reason::kProtocolError, "from " + ch.peer() + ": " + std::to_string(lat->iters) +
+                                             " round trips, the plan said " + std::to_string(plan.latency_iters)};
 
   const uint64_t roff = remote.len - kSlotFromEnd;
   const uint64_t soff = link->len - kSendFromEnd;
@@ -339,8 +365,9 @@ Check serve_session(Server::Impl& s, Channel& ch) {
       if (++spins % 64 != 0) continue;
       if (auto f = reap(*link, &completed, "latency (pong)")) return f;
       if (spins % 4096 == 0) {
-        if (s.stopping.load()) return Fault{Reason::kPeerClosed, "the probe server is stopping"};
+        if (ch.cancelled()) return Fault{Reason::kPeerClosed, "the probe server is stopping"};
         if (auto f = check_side_channel(ch, "pings")) return f;
+        if (lifetime_up()) return Fault{Reason::kTimeout, "latency: the session's time is up at ping " + std::to_string(i)};
         if (Clock::now() - t0 > stall)
           return Fault{Reason::kTimeout, "latency: ping " + std::to_string(i) + " did not arrive within " +
                                              std::to_string(io) + " s"};
@@ -355,7 +382,7 @@ Check serve_session(Server::Impl& s, Channel& ch) {
   if (!done.ok()) return done.fault();
   if (auto* f = std::get_if<Failure>(&*done)) return remote_failure(*f, ch.peer());
   if (!std::holds_alternative<Done>(*done)) return unexpected(*done, ch.peer(), "done");
-  const auto drain_until = after(io);
+  const auto drain_until = std::min(after(io), ch.end());
   while (completed < lat->iters) {
     if (auto f = reap(*link, &completed, "latency (pong)")) return f;
     if (Clock::now() > drain_until) return Fault{Reason::kTimeout, "latency: pong completions did not arrive"};
@@ -363,7 +390,59 @@ Check serve_session(Server::Impl& s, Channel& ch) {
   return ch.send(Done{}, after(io));
 }
 
+std::optional<std::string> address_of(const std::string& ifname) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return std::nullopt;
+  std::optional<std::string> v4, v6;
+  for (ifaddrs* a = list; a; a = a->ifa_next) {
+    if (!a->ifa_addr || ifname != a->ifa_name) continue;
+    char buf[INET6_ADDRSTRLEN] = {};
+    if (a->ifa_addr->sa_family == AF_INET && !v4) {
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof buf);
+      v4 = buf;
+    } else if (a->ifa_addr->sa_family == AF_INET6 && !v6) {
+      const in6_addr& in6 = reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr;
+      if (IN6_IS_ADDR_LINKLOCAL(&in6)) continue;  // binding one needs a scope
+      inet_ntop(AF_INET6, &in6, buf, sizeof buf);
+      v6 = buf;
+    }
+  }
+  freeifaddrs(list);
+  return v4 ? v4 : v6;
+}
+
 }  // namespace
+
+Result<std::string> fabric_bind_address(const Gid& gid, bool ethernet, const std::string& device, uint8_t port,
+                                        const std::string& sysfs_root) {
+  const std::string what = device + ":" + std::to_string(port);
+  const std::string choose = "; pass bind ADDRESS (or 0.0.0.0 to listen on every address)";
+  if (ethernet) {
+    in6_addr a{};
+    std::memcpy(&a, gid.data(), sizeof a);
+    char buf[INET6_ADDRSTRLEN] = {};
+    if (IN6_IS_ADDR_V4MAPPED(&a)) {
+      inet_ntop(AF_INET, gid.data() + 12, buf, sizeof buf);
+      return std::string(buf);
+    }
+    if (IN6_IS_ADDR_LINKLOCAL(&a) || IN6_IS_ADDR_UNSPECIFIED(&a))
+      return Error{"the GID of " + what + " (" + gid_text(gid) + ") is no address the side channel can bind to" +
+                   choose};
+    inet_ntop(AF_INET6, &a, buf, sizeof buf);
+    return std::string(buf);
+  }
+  // InfiniBand: the IPoIB netdev of this port (dev_port counts from 0).
+  const std::string dir = sysfs_root + "/class/infiniband/" + device + "/device/net";
+  auto names = list_dir(dir);
+  if (names) {
+    for (const auto& n : *names) {
+      auto dp = read_text_file(dir + "/" + n + "/dev_port");
+      if (!dp || *dp != std::to_string(port - 1)) continue;
+      if (auto a = address_of(n)) return *a;
+    }
+  }
+  return Error{"no IPoIB netdev with an address for " + what + " (looked in " + dir + ")" + choose};
+}
 
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -371,7 +450,8 @@ Result<std::unique_ptr<Server>> Server::start(const ServeOptions& opts) {
   if (opts.hca.device.empty()) return Error{"--hca is required (DEV:PORT, e.g. mlx5_0:1)"};
   if (opts.gid_index < 0 || opts.gid_index > 255)
     return Error{"--gid-index is required (0..255, the NCCL_IB_GID_INDEX of the fabric port)"};
-  if (!(opts.io_timeout_s > 0)) return Error{"io timeout must be positive"};
+  if (opts.key.empty()) return Error{"the probe key is required: clients must prove they hold it"};
+  if (!(opts.io_timeout_s > 0) || !(opts.handshake_timeout_s > 0)) return Error{"timeouts must be positive"};
   auto impl = std::make_unique<Impl>();
   impl->opts = opts;
   auto port = open_port(opts.hca, opts.gid_index);
@@ -380,85 +460,40 @@ Result<std::unique_ptr<Server>> Server::start(const ServeOptions& opts) {
     return Error{std::string(reason_name(f.reason)) + ": " + f.message};
   }
   impl->port = std::move(*port);
-  uint16_t bound = 0;
-  auto lfd = listen_tcp(opts.bind, opts.port, &bound);
-  if (!lfd) return lfd.take_error();
-  impl->listen = std::move(*lfd);
-  impl->stop_efd = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!impl->stop_efd.valid()) return Error::from_errno("eventfd");
-  std::unique_ptr<Server> s(new Server(std::move(impl)));
-  s->port_ = bound;
-  s->thread_ = std::thread([srv = s.get()] { srv->loop(); });
-  fa::logger("rdma")->info("probe server on {}:{} ({}:{}, GID index {} = {})", opts.bind, bound, opts.hca.device,
-                           opts.hca.port, opts.gid_index, gid_text(s->impl_->port.gid));
-  return s;
+  ListenOptions lo;
+  lo.bind = opts.bind;
+  if (lo.bind.empty()) {
+    auto a = fabric_bind_address(impl->port.gid, impl->port.ethernet, opts.hca.device, opts.hca.port, opts.sysfs_root);
+    if (!a) return a.take_error();
+    lo.bind = *a;
+  }
+  lo.port = opts.port;
+  lo.key = opts.key;
+  lo.handshake_timeout_s = opts.handshake_timeout_s;
+  lo.io_timeout_s = opts.io_timeout_s;
+  Impl* self = impl.get();
+  auto l = Listener::start(std::move(lo), [self](Channel& ch, const Plan& plan) { return serve_session(*self, ch, plan); });
+  if (!l) return l.take_error();
+  impl->listener = std::move(*l);
+  fa::logger("rdma")->info("probe server on {}:{} ({}:{}, GID index {} = {})", impl->listener->address(),
+                           impl->listener->port(), opts.hca.device, opts.hca.port, opts.gid_index,
+                           gid_text(impl->port.gid));
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
 Server::~Server() { stop(); }
 
 void Server::stop() {
-  if (!impl_ || impl_->stopping.exchange(true)) {
-    if (thread_.joinable()) thread_.join();
-    return;
-  }
-  uint64_t one = 1;
-  (void)!::write(impl_->stop_efd.get(), &one, sizeof one);
-  if (thread_.joinable()) thread_.join();
+  if (impl_ && impl_->listener) impl_->listener->stop();
 }
+
+uint16_t Server::port() const { return impl_->listener->port(); }
+const std::string& Server::address() const { return impl_->listener->address(); }
 
 Server::Stats Server::stats() const {
-  std::lock_guard<std::mutex> g(mu_);
-  return stats_;
-}
-
-void Server::loop() {
-  auto log = fa::logger("rdma");
-  while (!impl_->stopping.load()) {
-    pollfd p[2] = {{impl_->listen.get(), POLLIN, 0}, {impl_->stop_efd.get(), POLLIN, 0}};
-    int n = ::poll(p, 2, -1);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      log->error("probe server: poll: {}", std::strerror(errno));
-      return;
-    }
-    if (p[1].revents & POLLIN) return;
-    if (!(p[0].revents & POLLIN)) continue;
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    Fd fd(::accept4(impl_->listen.get(), reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC));
-    if (!fd.valid()) continue;  // the client gave up between poll and accept
-    int one = 1;
-    setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    char host[INET6_ADDRSTRLEN] = "?";
-    uint16_t cport = 0;
-    if (ss.ss_family == AF_INET) {
-      auto* in = reinterpret_cast<sockaddr_in*>(&ss);
-      inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-      cport = ntohs(in->sin_port);
-    } else if (ss.ss_family == AF_INET6) {
-      auto* in6 = reinterpret_cast<sockaddr_in6*>(&ss);
-      inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-      cport = ntohs(in6->sin6_port);
-    }
-    const std::string peer = std::string(host) + ":" + std::to_string(cport);
-    Channel ch(std::move(fd), peer, impl_->stop_efd.get());
-    log->info("probe session from {}", peer);
-    Check f = serve_session(*impl_, ch);
-    if (f) {
-      // Tell the client why (it may already be gone; then this is a no-op),
-      // unless it was the client that told us.
-      if (!f->from_peer) (void)ch.send(Failure{f->reason, f->message}, after(1));
-      log->warn("probe session from {}: {} ({})", peer, reason_name(f->reason), f->message);
-    } else {
-      log->info("probe session from {}: done", peer);
-    }
-    std::lock_guard<std::mutex> g(mu_);
-    ++stats_.sessions;
-    if (f) ++stats_.failed;
-    stats_.last_peer = peer;
-    stats_.last_reason = f ? std::string(reason_name(f->reason)) : "none";
-    stats_.last_message = f ? f->message : "";
-  }
+  Stats st = impl_->listener->stats();
+  st.registered_bytes = impl_->registered.load();
+  return st;
 }
 
 }  // namespace fa::rdma

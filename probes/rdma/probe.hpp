@@ -8,22 +8,22 @@
 //   run_probe(ProbeOptions)   -> one measurement against a serving peer
 //   Server::start(ServeOptions) -> a background listener, one probe at a time
 //   to_json(ProbeResult)      -> the result document
+// Both ends hold the same probe key (auth.hpp): the side channel
+// authenticates before anything is registered or exchanged.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 
-#include "common/fd.hpp"
 #include "common/result.hpp"
+#include "probes/rdma/auth.hpp"
 #include "probes/rdma/classify.hpp"
+#include "probes/rdma/listener.hpp"
 #include "probes/rdma/stats.hpp"
 
 namespace fa::rdma {
@@ -59,6 +59,7 @@ double port_rate_gbps(uint8_t active_width, uint8_t active_speed);
 
 struct ProbeOptions {
   PeerAddr peer;
+  Key key;                         // required: the serving peer's probe key
   HcaPort hca;
   int gid_index = -1;              // required until discovery supplies NCCL_IB_GID_INDEX
   double duration_s = 5.0;         // bandwidth phase
@@ -100,49 +101,54 @@ Result<ProbeResult> run_probe(const ProbeOptions& opts);
 nlohmann::json to_json(const ProbeResult& r);
 
 struct ServeOptions {
-  std::string bind = "0.0.0.0";  // address of the side-channel listener
+  // Address of the side-channel listener. Empty: the probed port's fabric
+  // address (RoCE: the IP of its GID; InfiniBand: its IPoIB address), so the
+  // listener is not reachable from the machine's other networks. "0.0.0.0"
+  // or "::" only when asked for.
+  std::string bind;
   uint16_t port = kDefaultPort;  // 0: any free port (see Server::port())
   HcaPort hca;
   int gid_index = -1;
-  double io_timeout_s = 10.0;    // per side-channel record and per ping
+  Key key;                           // required: clients must prove they hold it
+  double io_timeout_s = 10.0;        // idle: per side-channel record and per ping
+  double handshake_timeout_s = 5.0;  // from accept to the client authenticated
+  std::string sysfs_root = "/sys";   // where the IPoIB netdev of an InfiniBand port is found
 };
 
+// The address the listener binds to by default: for a RoCE port the IP of
+// its GID at the chosen index (IPv4-mapped or global IPv6), for an
+// InfiniBand port the first address of its IPoIB netdev. Fails, naming the
+// option to pass, when there is none.
+Result<std::string> fabric_bind_address(const Gid& gid, bool ethernet, const std::string& device, uint8_t port,
+                                        const std::string& sysfs_root);
+
 // Listens for probe clients on a background thread and serves them one at a
-// time (a second client queues in the listen backlog). A failed session is
-// logged and its resources released; the server keeps serving.
+// time (a second client queues in the listen backlog). Each connection must
+// authenticate within the handshake timeout; one that does not, or stalls,
+// is dropped and the next is served. A failed session is logged and its
+// resources released; the server keeps serving.
 class Server {
  public:
-  struct Stats {
-    uint64_t sessions = 0;
-    uint64_t failed = 0;
-    std::string last_peer;
-    std::string last_reason;  // reason name of the last session ("none" when ok)
-    std::string last_message;
-  };
+  using Stats = ServeStats;
 
-  // Checks the device, port and GID index and binds the listener before
-  // returning, so a bad option or a busy port is reported here.
+  // Checks the key, the device, port and GID index and binds the listener
+  // before returning, so a bad option or a busy port is reported here.
   static Result<std::unique_ptr<Server>> start(const ServeOptions& opts);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  uint16_t port() const { return port_; }
+  uint16_t port() const;
+  const std::string& address() const;  // the address bound
   // Stops accepting, aborts a running session, joins the thread. Idempotent.
   void stop();
   Stats stats() const;
 
-  struct Impl;  // opaque: device, listener, stop signal
+  struct Impl;  // opaque: device, registered bytes, listener
 
  private:
   explicit Server(std::unique_ptr<Impl> impl);
-  void loop();
-
   std::unique_ptr<Impl> impl_;
-  uint16_t port_ = 0;
-  std::thread thread_;
-  mutable std::mutex mu_;
-  Stats stats_;
 };
 
 }  // namespace fa::rdma

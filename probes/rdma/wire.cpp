@@ -83,6 +83,34 @@ std::string sanitise(std::string_view m) {
   return s;
 }
 
+template <size_t N>
+Result<std::array<uint8_t, N>> fixed_bytes(std::string_view field, std::string_view v) {
+  std::array<uint8_t, N> out{};
+  const std::string accepted = std::to_string(2 * N) + " lowercase hex digits";
+  if (v.size() != 2 * N) return bad(field, v, accepted);
+  for (size_t i = 0; i < N; ++i) {
+    auto hi = hex_digit(v[2 * i]), lo = hex_digit(v[2 * i + 1]);
+    if (!hi || !lo) return bad(field, v, accepted);
+    out[i] = static_cast<uint8_t>(*hi << 4 | *lo);
+  }
+  return out;
+}
+
+template <size_t N>
+void put_bytes(std::string& out, const std::array<uint8_t, N>& b) {
+  for (uint8_t x : b) put_hex(out, x, 2);
+}
+
+// `kind key=<2N hex>`: the handshake's nonces and MACs.
+template <size_t N>
+Result<std::array<uint8_t, N>> one_hex_field(const std::vector<std::string_view>& t, std::string_view key) {
+  if (t.size() != 3)
+    return Error{"side-channel record: '" + std::string(t[1]) + "' takes 1 field, got " + std::to_string(t.size() - 2)};
+  auto v = value_of(t[2], key);
+  if (!v) return v.take_error();
+  return fixed_bytes<N>(key, *v);
+}
+
 Result<Record> decode_endpoint(const std::vector<std::string_view>& t) {
   static constexpr std::string_view kKeys[] = {"lid", "qpn", "psn", "mtu", "gid", "rkey", "addr", "len"};
   if (t.size() != 2 + std::size(kKeys))
@@ -110,12 +138,9 @@ Result<Record> decode_endpoint(const std::vector<std::string_view>& t) {
   if (*mtu != 256 && *mtu != 512 && *mtu != 1024 && *mtu != 2048 && *mtu != 4096)
     return bad("mtu", v[3], "256, 512, 1024, 2048 or 4096");
   e.mtu = static_cast<uint32_t>(*mtu);
-  if (v[4].size() != 32) return bad("gid", v[4], "32 lowercase hex digits");
-  for (size_t i = 0; i < 16; ++i) {
-    auto hi = hex_digit(v[4][2 * i]), lo = hex_digit(v[4][2 * i + 1]);
-    if (!hi || !lo) return bad("gid", v[4], "32 lowercase hex digits");
-    e.gid[i] = static_cast<uint8_t>(*hi << 4 | *lo);
-  }
+  auto gid = fixed_bytes<16>("gid", v[4]);
+  if (!gid) return gid.take_error();
+  e.gid = *gid;
   auto rkey = fixed_hex("rkey", v[5], 8);
   if (!rkey) return rkey.take_error();
   e.rkey = static_cast<uint32_t>(*rkey);
@@ -154,6 +179,17 @@ std::string encode(const Record& r) {
     out += " lat iters=" + std::to_string(l->iters);
   } else if (std::holds_alternative<Done>(r)) {
     out += " done";
+  } else if (const auto* h = std::get_if<Hello>(&r)) {
+    out += " hello nonce=";
+    put_bytes(out, h->nonce);
+  } else if (const auto* c = std::get_if<Challenge>(&r)) {
+    out += " challenge nonce=";
+    put_bytes(out, c->nonce);
+  } else if (const auto* p = std::get_if<Proof>(&r)) {
+    out += " auth mac=";
+    put_bytes(out, p->mac);
+  } else if (const auto* pl = std::get_if<Plan>(&r)) {
+    out += " plan ms=" + std::to_string(pl->duration_ms) + " iters=" + std::to_string(pl->latency_iters);
   } else {
     const auto& f = std::get<Failure>(r);
     out += " err reason=" + std::string(reason_name(f.reason)) + " msg=" + sanitise(f.message);
@@ -201,7 +237,34 @@ Result<Record> decode(std::string_view line) {
       return bad("msg", rest, "at most " + std::to_string(kMaxFailureMessage) + " bytes");
     return Record{Failure{*reason, std::string(rest)}};
   }
-  return bad("kind", kind, "ep, lat, done, err");
+  if (kind == "hello") {
+    auto n = one_hex_field<32>(t, "nonce");
+    if (!n) return n.take_error();
+    return Record{Hello{*n}};
+  }
+  if (kind == "challenge") {
+    auto n = one_hex_field<32>(t, "nonce");
+    if (!n) return n.take_error();
+    return Record{Challenge{*n}};
+  }
+  if (kind == "auth") {
+    auto m = one_hex_field<32>(t, "mac");
+    if (!m) return m.take_error();
+    return Record{Proof{*m}};
+  }
+  if (kind == "plan") {
+    if (t.size() != 4) return Error{"side-channel record: 'plan' takes 2 fields, got " + std::to_string(t.size() - 2)};
+    auto ms = value_of(t[2], "ms");
+    if (!ms) return ms.take_error();
+    auto d = decimal("ms", *ms, kMinDurationMs, kMaxDurationMs);
+    if (!d) return d.take_error();
+    auto it = value_of(t[3], "iters");
+    if (!it) return it.take_error();
+    auto n = decimal("iters", *it, 1, kMaxLatencyIters);
+    if (!n) return n.take_error();
+    return Record{Plan{static_cast<uint32_t>(*d), static_cast<uint32_t>(*n)}};
+  }
+  return bad("kind", kind, "ep, lat, done, err, hello, challenge, auth, plan");
 }
 
 std::string gid_hex(const Gid& g) {

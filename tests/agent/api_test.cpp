@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include "agent/api.hpp"
 #include "agent/auth.hpp"
@@ -837,13 +839,13 @@ TEST_CASE("rdma probe endpoints: validation, serve state, a failed run is an ans
   Response no_peer = post("/v1/probes/rdma/run", R"({"hca":"mlx5_0:1","gid_index":3})");
   CHECK(no_peer.result_int() == 422);
   CHECK(error_of(no_peer)["field"] == "peer");
-  Response bad_size = post("/v1/probes/rdma/run", R"({"peer":"127.0.0.1","hca":"mlx5_0:1","gid_index":3,"size":"huge"})");
+  Response bad_size = post("/v1/probes/rdma/run", R"({"peer":"127.0.0.1","hca":"mlx5_0:1","gid_index":3,"size":"huge","key":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})");
   CHECK(bad_size.result_int() == 422);
   CHECK(error_of(bad_size)["field"] == "size");
   Response typo = post("/v1/probes/rdma/run", R"({"peer":"127.0.0.1","gid_idx":3})");
   CHECK(typo.result_int() == 422);
   CHECK(error_of(typo)["field"] == "gid_idx");
-  Response bad_gid = post("/v1/probes/rdma/serve", R"({"hca":"mlx5_0:1","gid_index":999})");
+  Response bad_gid = post("/v1/probes/rdma/serve", R"({"hca":"mlx5_0:1","gid_index":999,"key":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})");
   CHECK(bad_gid.result_int() == 422);
   CHECK(error_of(bad_gid)["field"] == "gid_index");
 
@@ -851,14 +853,15 @@ TEST_CASE("rdma probe endpoints: validation, serve state, a failed run is an ans
   CHECK(status.result_int() == 200);
   CHECK(json::parse(status.body())["serving"] == false);
   // No such device on this machine: the listener cannot start, and says why.
-  Response nodev = post("/v1/probes/rdma/serve", R"({"hca":"nodev_9:1","gid_index":0,"port":0})");
+  Response nodev = post("/v1/probes/rdma/serve", R"({"hca":"nodev_9:1","gid_index":0,"port":0,"key":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})");
   CHECK(nodev.result_int() == 422);
   CHECK(error_of(nodev)["message"].get<std::string>().find("nodev_9") != std::string::npos);
   Response stop = f.respond(f.req(http::verb::delete_, "/v1/probes/rdma/serve"));
   CHECK(stop.result_int() == 200);
   CHECK(json::parse(stop.body())["stopped"] == false);
 
-  Outcome o = f.api->handle(f.req(http::verb::post, "/v1/probes/rdma/run", R"({"peer":"127.0.0.1:1","hca":"nodev_9:1","gid_index":0})"), {});
+  Outcome o = f.api->handle(
+      f.req(http::verb::post, "/v1/probes/rdma/run", R"({"peer":"127.0.0.1:1","hca":"nodev_9:1","gid_index":0,"key":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})"), {});
   REQUIRE(std::holds_alternative<Deferred>(o));
   CHECK(std::get<Deferred>(o).long_running);
   Response failed = std::get<Deferred>(o).work();
@@ -866,4 +869,52 @@ TEST_CASE("rdma probe endpoints: validation, serve state, a failed run is an ans
   CHECK(failed.result_int() == 200);
   CHECK(json::parse(failed.body())["status"] == "failed");
   CHECK(f.respond(f.req(http::verb::get, "/v1/probes/rdma/run")).result_int() == 405);
+
+  // The probe key is required on both ends and is never echoed, whether it
+  // is malformed or sent under a misspelt name.
+  const std::string secret = "s3cret-but-short";
+  for (const auto& [path, body, field] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"/v1/probes/rdma/serve", R"({"hca":"nodev_9:1","gid_index":0})", "key"},
+           {"/v1/probes/rdma/run", R"({"peer":"127.0.0.1:1","hca":"nodev_9:1","gid_index":0})", "key"},
+           {"/v1/probes/rdma/serve", R"({"hca":"nodev_9:1","gid_index":0,"key":")" + secret + R"("})", "key"},
+           {"/v1/probes/rdma/run", R"({"peer":"127.0.0.1:1","key":")" + secret + R"("})", "key"},
+           {"/v1/probes/rdma/run", R"({"peer":"127.0.0.1:1","key":5})", "key"},
+           {"/v1/probes/rdma/serve", R"({"kye":")" + secret + R"("})", "kye"}}) {
+    INFO(path << " " << body);
+    Response r = post(path, body);
+    CHECK(r.result_int() == 422);
+    CHECK(error_of(r)["field"] == field);
+    CHECK(r.body().find(secret) == std::string::npos);
+  }
+}
+
+TEST_CASE("scorecard: a run's result is in the status at once, on disk, and after a restart", "[api][rdma]") {
+  TempDir keep;
+  auto tune = [&](fa::Config& c) { c.state_dir = keep.path; };
+  const std::string run = R"({"peer":"127.0.0.1:1","hca":"nodev_9:1","gid_index":0,"key":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})";
+  {
+    Fixture f(true, tune);
+    json before = json::parse(f.respond(f.req(http::verb::get, "/v1/status")).body());
+    CHECK(before["scorecard"]["results"].empty());
+    Response r = f.respond(f.req(http::verb::post, "/v1/probes/rdma/run", run));
+    REQUIRE(r.result_int() == 200);
+    json after = json::parse(f.respond(f.req(http::verb::get, "/v1/status")).body());
+    CHECK(after["agent"]["generation"].get<uint64_t>() > before["agent"]["generation"].get<uint64_t>());
+    REQUIRE(after["scorecard"]["results"].size() == 1);
+    json e = after["scorecard"]["results"][0];
+    CHECK(e["peer"] == "127.0.0.1");
+    CHECK(e["rail"] == "nodev_9:1");
+    CHECK(e["status"] == "failed");
+    CHECK(e["reason"] == json::parse(r.body())["reason"]);
+    CHECK(e["measured_unix"].get<long long>() > 0);
+    // The key is not kept.
+    CHECK(after.dump().find("aaaaaaaa") == std::string::npos);
+    CHECK(fa::read_text_file(keep.path + "/scorecard.json")->find("aaaaaaaa") == std::string::npos);
+    std::string m = f.respond(f.req(http::verb::get, "/metrics")).body();
+    CHECK(m.find("fabric_agent_rail_status{peer=\"127.0.0.1\",rail=\"nodev_9:1\"} 0") != std::string::npos);
+  }
+  Fixture again(true, tune);
+  json st = json::parse(again.respond(again.req(http::verb::get, "/v1/status")).body());
+  REQUIRE(st["scorecard"]["results"].size() == 1);
+  CHECK(st["scorecard"]["results"][0]["rail"] == "nodev_9:1");
 }

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "agent/metrics.hpp"
+#include "agent/scorecard.hpp"
 #include "probes/inspect.hpp"
 #include "probes/health.hpp"
 
@@ -177,4 +178,34 @@ TEST_CASE("metrics: health conditions as fabric_agent_healthy and one start time
   m = render_metrics(in, ApiMetrics{});
   CHECK(sample(m, "fabric_agent_healthy") == 1);
   CHECK(m.find("fabric_agent_health_condition_start_time_seconds{") == std::string::npos);
+}
+
+TEST_CASE("metrics: the scorecard's last probe per peer and rail, promtool-clean") {
+  json ok = {{"status", "ok"},           {"reason", nullptr}, {"message", ""}, {"gbps", 384.5},
+             {"latency_us", {{"p50", 2.5}, {"p90", 3.0}, {"p99", 4.25}, {"max", 12.0}}},
+             {"gid_index", 3},           {"gid", "::ffff:10.0.0.1"}, {"port_rate_gbps", 400.0}};
+  json failed = {{"status", "failed"}, {"reason", "qp_rtr_failed"}, {"message", "peer reported: RTR"},
+                 {"gbps", nullptr},    {"latency_us", nullptr},     {"gid_index", 5}};
+  json card = {{"results", json::array({scorecard_entry("10.0.0.2", "mlx5_0:1", ok, 1796212800),
+                                        scorecard_entry("10.0.0.3", "mlx5_1:1", failed, 1796212860)})}};
+  json inspect = inspect_of("a");
+  MetricsInput in;
+  in.inspect = &inspect;
+  in.scorecard = &card;
+  std::string m = render_metrics(in, ApiMetrics{});
+  Lint l = promtool(m);
+  INFO(l.out << "\n" << m);
+  CHECK(l.rc == 0);
+  CHECK(l.out.empty());
+  const std::string a = "peer=\"10.0.0.2\",rail=\"mlx5_0:1\"", b = "peer=\"10.0.0.3\",rail=\"mlx5_1:1\"";
+  CHECK(type_of(m, "fabric_agent_rail_status") == "gauge");
+  CHECK(sample(m, "fabric_agent_rail_status{" + a + "}") == 2);
+  CHECK(sample(m, "fabric_agent_rail_status{" + b + "}") == 0);
+  CHECK(sample(m, "fabric_agent_rail_bandwidth_bytes_per_second{" + a + "}") == Approx(384.5e9 / 8));
+  CHECK(sample(m, "fabric_agent_rail_latency_seconds{" + a + ",stat=\"p99\"}") == Approx(4.25e-6));
+  CHECK(sample(m, "fabric_agent_rail_latency_seconds{" + a + ",stat=\"max\"}") == Approx(12e-6));
+  CHECK(sample(m, "fabric_agent_rail_measured_time_seconds{" + b + "}") == 1796212860.0);
+  // A failed probe has no figures: no bandwidth or latency series.
+  CHECK(m.find("fabric_agent_rail_bandwidth_bytes_per_second{" + b) == std::string::npos);
+  CHECK(m.find("fabric_agent_rail_latency_seconds{" + b) == std::string::npos);
 }

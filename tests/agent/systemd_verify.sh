@@ -14,7 +14,8 @@ out=$(systemd-analyze verify "$dir/fabric-agent.service" 2>&1) || { echo "$out";
 if [ -n "$out" ]; then echo "$out"; exit 1; fi
 # The properties the daemon relies on, as systemd parsed them.
 for want in "Type=notify" "WatchdogSec=30s" "Restart=on-failure" "KillMode=process" \
-            "CapabilityBoundingSet=CAP_NET_ADMIN CAP_SYS_ADMIN" "NoNewPrivileges=yes" "ProtectSystem=strict"; do
+            "CapabilityBoundingSet=CAP_NET_ADMIN CAP_SYS_ADMIN CAP_SYS_PTRACE" "NoNewPrivileges=yes" "ProtectSystem=strict" \
+            "LimitCORE=0" "RuntimeDirectory=fabric-agent cdi wireguard"; do
   grep -qx "$want" "$dir/fabric-agent.service" || { echo "unit lacks '$want'"; exit 1; }
 done
 echo "systemd-analyze verify: clean"

@@ -46,7 +46,7 @@ tls: {cert: /c.pem, key: /k.pem, client_ca: /ca.pem}
 token_file: /etc/fabric-agent/token
 provider_id: prov-1
 overlay: {cidr: 10.50.0.0/16, interface: wg7, listen_port: 51000, mtu: 1380, backend: userspace, public_address: 192.0.2.4}
-fabric: {netdev: ens1f0, hcas: [mlx5_0, "mlx5_1:1"]}
+fabric: {netdev: ens1f0, hcas: [mlx5_0, "mlx5_1:1"], lldpd_socket: /run/lldpd-fabric.socket}
 api: {max_connections: 7, read_timeout: 2s, idle_timeout: 1m, max_wait: 5}
 state_dir: /tmp/st
 sysfs_root: /fixtures/sys
@@ -68,6 +68,7 @@ refresh_interval: 5m
   CHECK(r->overlay.public_address == "192.0.2.4");
   CHECK(r->fabric.netdev == "ens1f0");
   CHECK(r->fabric.hcas == std::vector<std::string>{"mlx5_0", "mlx5_1:1"});
+  CHECK(r->fabric.lldpd_socket == "/run/lldpd-fabric.socket");
   CHECK(r->api.max_connections == 7);
   CHECK(r->api.read_timeout == std::chrono::seconds(2));
   CHECK(r->api.idle_timeout == std::chrono::seconds(60));
@@ -141,6 +142,9 @@ TEST_CASE("config error: addresses, names and lists", "[config]") {
         "agent.yaml:1:22: overlay.interface: 'wg0/x' is not accepted; accepted: an interface name of 1..15 characters without '/', ':' or spaces");
   CHECK(err("fabric:\n  hcas: [mlx5_0, 'mlx5 1']\n") ==
         "agent.yaml:2:18: fabric.hcas[1]: 'mlx5 1' is not accepted; accepted: an HCA name, optionally :PORT 1..255, e.g. mlx5_0 or mlx5_0:1");
+  CHECK(err("fabric:\n  lldpd_socket: run/lldpd.socket\n") ==
+        "agent.yaml:2:17: fabric.lldpd_socket: 'run/lldpd.socket' is not accepted; accepted: an absolute path shorter "
+        "than 108 characters such as /run/lldpd.socket, or empty");
   CHECK(err("provider_id: 'a b'\n") ==
         "agent.yaml:1:14: provider_id: 'a b' is not accepted; accepted: up to 64 of A-Z a-z 0-9 . _ -");
 }

@@ -210,6 +210,21 @@ TEST_CASE("YAML with bytes that are not UTF-8 is refused with the field named, n
     CHECK_NOTHROW(json{{"field", e.field}, {"value", e.value}}.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
+TEST_CASE("a YAML path with a byte that is not UTF-8 is refused, not kept to throw when written", "[desired]") {
+  // Only field checks that limit the characters refused such bytes: a path
+  // was kept, and writing the mesh (state.json, --json) threw.
+  auto r = parse_desired_text("cluster_id: c-1\naddress: 10.42.0.1/24\n"
+                              "private_key_file: /etc/fabric-agent/wg\xf7.key\nnetns: /run/netns/pod\xe9\n");
+  REQUIRE(r.errors.size() == 2);
+  CHECK(r.errors[0].field == "private_key_file");
+  CHECK(r.errors[0].message == "expected UTF-8 text");
+  CHECK(r.errors[1].field == "netns");
+  // UTF-8 text outside ASCII is a path like any other.
+  auto ok = parse_desired_text("cluster_id: c-1\naddress: 10.42.0.1/24\nprivate_key_file: /etc/fabric-agent/cl\xc3\xa9.key\n");
+  REQUIRE(ok.ok());
+  CHECK_NOTHROW(to_json(*ok.value).dump());
+}
+
 TEST_CASE("a document nested deeper than 64 levels is an error, not a stack overflow", "[desired]") {
   // mesh apply --file: the text path hands an unusual shape to the document
   // path, whose echo of a misplaced value (dump()) recursed once per level.

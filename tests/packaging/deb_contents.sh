@@ -65,6 +65,11 @@ for so in $needed; do
 done
 expect_match "Recommends wireguard-go (hosts whose kernel has no WireGuard)" '(^|, )wireguard-go($|,)' \
   "$(dpkg-deb -f "$DEB1" Recommends)"
+# docs/packaging.md shows the dependency fields as `dpkg -I` prints them.
+expect_eq "docs/packaging.md's dpkg -I block is the package's Depends, Recommends, Suggests" \
+  "$(dpkg-deb -I "$DEB1" | grep -E '^ (Depends|Recommends|Suggests): ')" \
+  "$(awk 'f == 0 && index($0, "`dpkg -I fabric-agent_") { f = 1; next }
+          f == 1 && /^```$/ { f = 2; next } f == 2 && /^```$/ { exit } f == 2' "$src/docs/packaging.md")"
 
 # Files, owners and modes as dpkg will create them.
 listing=$(dpkg-deb -c "$DEB1")

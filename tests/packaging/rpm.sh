@@ -67,6 +67,11 @@ done
 expect_eq "-qpR names no package by hand" "" \
   "$(printf '%s\n' "$requires" | grep -Ev '^(rpmlib\(|lib[^ ]*\.so|/bin/sh$|rtld\(GNU_HASH\)$|config\(fabric-agent\) = )')"
 expect_match "Suggests wireguard-go" '^wireguard-go$' "$(q --suggests "$RPM1")"
+# docs/packaging.md shows -qpR without the symbol versions, with the command.
+expect_eq "docs/packaging.md's rpm -qpR block is the package's" \
+  "$(printf '%s\n' "$requires" | grep -v '\.so\.[0-9.]*([A-Z]')" \
+  "$(awk 'f == 0 && index($0, "| grep -v ") && index($0, "rpm -qpR") { f = 1; next }
+          f == 1 && /^```$/ { f = 2; next } f == 2 && /^```$/ { exit } f == 2' "$src/docs/packaging.md")"
 expect_match "a description of several lines, not the summary alone" \
   'WireGuard runs in the kernel' "$(q --qf '%{DESCRIPTION}' "$RPM1")"
 

@@ -141,6 +141,15 @@ TEST_CASE("active port: one fabric port ACTIVE now, the refusal names each port 
   auto none = ib_inspect("DOWN", "DOWN");
   CHECK(fabric_ports(none).empty());
   CHECK(check_active_port(none, {}) == "no fabric port is ACTIVE (fabric kind infiniband, no fabric ports)");
+  // Discovery took the ports out: the last fabric's are named, whatever they read.
+  CHECK(check_active_port(none, {}, {{"mlx5_0:1", "DOWN", ""}, {"mlx5_1:1", "DOWN", ""}}) ==
+        "no fabric port is ACTIVE (mlx5_0:1 is DOWN, mlx5_1:1 is DOWN)");
+  CHECK(check_active_port(none, {}, {{"mlx5_0:1", "ACTIVE", ""}}).value().find(
+            "no fabric port is ACTIVE: discovery takes none of this host's ports now (the last fabric's mlx5_0:1 is "
+            "ACTIVE") == 0);
+  // The last fabric's ports count only when discovery has none now.
+  CHECK(check_active_port(fab, {{"mlx5_0:1", "DOWN", ""}}, {{"mlx5_1:1", "ACTIVE", ""}}) ==
+        "no fabric port is ACTIVE (mlx5_0:1 is DOWN)");
   CHECK(check_active_port(json(), {}).value().find("no discovery result") == 0);
   CHECK(check_active_port(json{{"fabric", {{"kind", nullptr}}}}, {}).value() ==
         "no fabric port is ACTIVE (fabric kind none, no fabric ports)");

@@ -228,6 +228,33 @@ TEST_CASE("service: refusals and failures leave no registration") {
   CHECK(f.changes == 0);
 }
 
+TEST_CASE("service: a fabric that discovery no longer takes refuses, naming its last ports and their state now") {
+  // A RoCE port whose netdev goes down: the rtnetlink event runs a discovery
+  // pass, which takes the port out of the fabric (kind none, no ports).
+  Fixture f;
+  Child a;
+  f.svc->discovered(f.inspect);
+  f.set_port_state("1: DOWN");
+  f.inspect["fabric"] = {{"kind", "none"}, {"ports", json::array()}};
+  f.svc->discovered(f.inspect);  // a pass without a fabric keeps the last one's ports
+  json r = f.svc->handle(reg("a", a.pid));
+  CHECK(r["error"]["code"] == "refused");
+  CHECK(r["error"]["message"] == "no fabric port is ACTIVE (mlx5_0:1 is DOWN)");
+  // The port is ACTIVE again but discovery has not taken it back yet:
+  // still refused, as discovery decides what the fabric is.
+  f.set_port_state("4: ACTIVE");
+  r = f.svc->handle(reg("a", a.pid));
+  CHECK(r["error"]["code"] == "refused");
+  CHECK(r["error"]["message"] ==
+        "no fabric port is ACTIVE: discovery takes none of this host's ports now (the last fabric's mlx5_0:1 is "
+        "ACTIVE; see `fabric-agent inspect`)");
+  CHECK(f.mover.calls.empty());
+  // The next pass takes it back.
+  f.inspect = active_inspect();
+  f.svc->discovered(f.inspect);
+  CHECK(f.svc->handle(reg("a", a.pid))["ok"] == true);
+}
+
 TEST_CASE("service: the port state is read at registration, not taken from the discovery snapshot") {
   Fixture f;
   Child a, b;

@@ -3,15 +3,22 @@
 // real rtnetlink: each test builds a network namespace with dummy interfaces
 // named as in the fixture, carrying its addresses and default route, and
 // runs `fabric-agent inspect --json` inside it.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 using nlohmann::json;
 
@@ -342,4 +349,353 @@ TEST_CASE("fixture f: the real rxe0 dump on vethA 192.168.77.1/24 is a RoCE fabr
   CHECK(h["ports"][0]["rate_gbps"] == 10);
   CHECK(h["ports"][0]["gids"].size() == 2);  // 1022 empty slots skipped
   CHECK(j["counters"]["rxe0:1"]["hw_counters"]["lifespan"] == 12);
+}
+
+namespace {
+
+// The rail host's netdevs: NIC k's on rail k (10.0.k.11/24), the front-end
+// card with the default route.
+void rail_links(Netns& ns) {
+  for (int k = 0; k < 8; ++k)
+    ns.dummy("ens1" + std::to_string(k) + "np0", "10.0." + std::to_string(k) + ".11/24");
+  ns.dummy("ens20f0np0", "198.51.100.30/24");
+  ns.run("ip route add default via 198.51.100.1 dev ens20f0np0");
+}
+
+const char* kRailsId =
+    "roce:prov-r:10.0.0.0/24,10.0.1.0/24,10.0.2.0/24,10.0.3.0/24,10.0.4.0/24,10.0.5.0/24,10.0.6.0/24,"
+    "10.0.7.0/24";
+
+}  // namespace
+
+TEST_CASE("fixture g: 8 rails on 8 subnets are one fabric, every rail NIC in NCCL_IB_HCA") {
+  Netns ns;
+  rail_links(ns);
+  TempConfig cfg("provider_id: prov-r\n");
+  json j = ns.inspect(fx("g-roce-rails"), cfg.arg());
+  CHECK(j["fabric"]["kind"] == "roce");
+  CHECK(j["fabric"]["ports"] == json({"mlx5_0:1", "mlx5_1:1", "mlx5_2:1", "mlx5_3:1", "mlx5_4:1", "mlx5_5:1",
+                                      "mlx5_6:1", "mlx5_7:1"}));
+  CHECK(j["nccl_env"]["NCCL_IB_HCA"] ==
+        "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1");
+  CHECK(j["nccl_env"]["NCCL_IB_GID_INDEX"] == "3");
+  CHECK(j["fabric"]["id"] == kRailsId);
+  CHECK(j["fabric"]["segment"] == "10.0.0.0/24");
+  CHECK(j["fabric"]["address"] == "10.0.0.11");
+  REQUIRE(j["fabric"]["rails"].size() == 8);
+  const json& r5 = j["fabric"]["rails"][5];
+  CHECK(r5["segment"] == "10.0.5.0/24");
+  REQUIRE(r5["ports"].size() == 1);
+  json p5 = r5["ports"][0];
+  CHECK(p5["port"] == "mlx5_5:1");
+  CHECK(p5["state"] == "ACTIVE");
+  CHECK(p5["netdev"] == "ens15np0");
+  CHECK(p5["address"] == "10.0.5.11");
+  CHECK(p5["gid_index"] == 3);
+  // The netdevs here are dummies or veths: no DCB in their driver, so
+  // lossless is unknown and says why; mlx5's ECN switches come from sysfs.
+  CHECK(p5["lossless"]["state"] == "unknown");
+  CHECK(p5["lossless"]["reason"].get<std::string>().find("ens15np0: the driver has no DCB support") !=
+        std::string::npos);
+  CHECK(p5["lossless"]["ecn_np"] == json({3}));
+  CHECK(p5["lossless"]["ecn_rp"] == json({3}));
+  CHECK(j["fabric"]["lossless"] == "unknown");
+  CHECK(j["nccl_env"]["NCCL_IB_TC"].is_null());
+  // The front-end card (default route) is no rail, and no warning is needed.
+  CHECK(j["reasons"]["fabric"].get<std::string>().find(
+            "mlx5_8:1 GID 3 (198.51.100.30 on ens20f0np0): carries the "
+            "default route") != std::string::npos);
+  CHECK_FALSE(has_warning(j, "several fabrics"));
+  CHECK_FALSE(has_warning(j, "disagree"));
+  CHECK(j["gpus"]["count"] == 8);
+  for (int k = 0; k < 8; ++k) CHECK(j["gpus"]["devices"][k]["nearest_hca"] == "mlx5_" + std::to_string(k));
+}
+
+TEST_CASE(
+    "fixture h: one rail down keeps the fabric id, leaves NCCL_IB_HCA, and GID indexes that differ are "
+    "named") {
+  Netns ns;
+  rail_links(ns);
+  TempConfig cfg("provider_id: prov-r\n");
+  json j = ns.inspect(fx("h-roce-rails-down"), cfg.arg());
+  CHECK(j["fabric"]["kind"] == "roce");
+  CHECK(j["fabric"]["id"] == kRailsId);  // the same fabric as its healthy peers
+  CHECK(j["nccl_env"]["NCCL_IB_HCA"] == "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1");
+  CHECK(j["fabric"]["rails"][3]["ports"][0]["state"] == "DOWN");
+  CHECK(has_warning(j, "rail 10.0.3.0/24 has no ACTIVE port: mlx5_3:1 (DOWN)"));
+  CHECK(j["nccl_env"]["NCCL_IB_GID_INDEX"] == "3");
+  CHECK(j["fabric"]["rails"][5]["ports"][0]["gid_index"] == 5);
+  CHECK(has_warning(j, "NCCL_IB_GID_INDEX=3 is wrong for mlx5_5:1 (GID 5)"));
+  CHECK(has_warning(j, "NCCL_IB_ADDR_RANGE=10.0.0.0/21"));
+  CHECK(j["fabric"]["rails"][6]["ports"][0]["lossless"]["ecn_np"] == json::array());
+
+  // The table shows the rails, the one down and the lossless verdict at a glance.
+  Run t = capture("ip netns exec " + ns.name() + " " + binary() + " inspect --sysfs-root " +
+                  fx("h-roce-rails-down") + " " + cfg.arg());
+  REQUIRE(t.rc == 0);
+  CHECK(t.out.find("          8 rails:\n") != std::string::npos);
+  CHECK(t.out.find(
+            "            10.0.3.0/24        mlx5_3:1 ens13np0 10.0.3.11 GID 3 DOWN lossless unknown\n") !=
+        std::string::npos);
+  CHECK(t.out.find("            10.0.5.0/24        mlx5_5:1 ens15np0 10.0.5.11 GID 5 lossless unknown\n") !=
+        std::string::npos);
+  CHECK(t.out.find("          lossless unknown: mlx5_0:1: ens10np0: the driver has no DCB support") !=
+        std::string::npos);
+}
+
+TEST_CASE("DCB on a real veth: lossless is unknown with the driver's answer, on InfiniBand yes by design") {
+  Netns ns;
+  ns.run("ip link add vethA type veth peer name vethB");
+  ns.run("ip addr add 192.168.77.1/24 dev vethA");
+  ns.run("ip link set vethA up");
+  ns.run("ip link set vethB up");
+  TempConfig cfg("provider_id: lab\n");
+  json j = ns.inspect(fx("f-rxe"), cfg.arg());
+  REQUIRE(j["fabric"]["kind"] == "roce");
+  const json& l = j["fabric"]["rails"][0]["ports"][0]["lossless"];
+  CHECK(l["state"] == "unknown");
+  CHECK(l["reason"] ==
+        "vethA: the driver has no DCB support (RTM_GETDCB: Operation not supported), so PFC and "
+        "the priority map cannot be read");
+  CHECK(l["ecn_np"].is_null());  // rxe over a veth: no ECN switches in sysfs
+  CHECK(l["pfc_priorities"] == json::array());
+  CHECK(j["fabric"]["lossless"] == "unknown");
+  CHECK(j["fabric"]["lossless_reason"].get<std::string>().find(
+            "rxe0:1: vethA: the driver has no DCB support") != std::string::npos);
+  CHECK_FALSE(has_warning(j, "not lossless"));
+
+  auto cfg2 = empty_config();
+  json ib = ns.inspect(fx("a-ib-8gpu"), cfg2.arg());
+  CHECK(ib["fabric"]["lossless"] == "yes");
+}
+
+namespace {
+
+// A private directory for lldpd's socket and startup commands, readable by
+// lldpd's own user (lldpcli, which lldpd runs at start, is setuid _lldpd).
+class LldpDir {
+ public:
+  LldpDir() {
+    char tmpl[] = "/tmp/fa-lldp-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    dir_ = tmpl;
+    REQUIRE(::chmod(dir_.c_str(), 0755) == 0);
+  }
+  ~LldpDir() { sh("rm -rf " + dir_); }
+  LldpDir(const LldpDir&) = delete;
+  LldpDir& operator=(const LldpDir&) = delete;
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+
+ private:
+  std::string dir_;
+};
+
+// A real lldpd (Debian's) in a namespace, in the foreground and its own
+// process group (lldpd runs as a privileged monitor and an unprivileged
+// child; both are signalled), sending an LLDP frame every second.
+class Lldpd {
+ public:
+  Lldpd(const Netns& ns, const LldpDir& dir, const std::string& name, const std::vector<std::string>& conf)
+      : socket_(dir.path(name + ".sock")) {
+    std::string conf_path = dir.path(name + ".conf");
+    {
+      std::ofstream c(conf_path);
+      c << "configure lldp tx-interval 1\n";
+      for (const auto& l : conf) c << l << "\n";
+    }
+    REQUIRE(::chmod(conf_path.c_str(), 0644) == 0);
+    std::string log = dir.path(name + ".log");
+    std::vector<std::string> args = {"ip", "netns", "exec",  ns.name(), "lldpd",
+                                     "-d", "-u",    socket_, "-O",      conf_path};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    posix_spawnattr_t at;
+    posix_spawnattr_init(&at);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&at, 0);
+    int rc = ::posix_spawnp(&pid_, "ip", &fa, &at, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    REQUIRE(rc == 0);
+  }
+  ~Lldpd() {
+    ::kill(-pid_, SIGCONT);
+    ::kill(-pid_, SIGTERM);
+    int st;
+    ::waitpid(pid_, &st, 0);
+  }
+  Lldpd(const Lldpd&) = delete;
+  Lldpd& operator=(const Lldpd&) = delete;
+  const std::string& socket() const { return socket_; }
+  void stop() { REQUIRE(::kill(-pid_, SIGSTOP) == 0); }
+  // Until lldpd answers lldpcli (at most 15 s).
+  void wait_ready() {
+    for (int i = 0; i < 150; ++i) {
+      if (sh("lldpcli -u " + socket_ + " show interfaces") == 0) return;
+      ::usleep(100 * 1000);
+    }
+    FAIL("lldpd at " << socket_ << " did not answer within 15 s");
+  }
+  // Until lldpd, asked with lldpcli, has heard a neighbour on `ifname` (at
+  // most 15 s).
+  void wait_neighbor(const std::string& ifname = "vethA") {
+    for (int i = 0; i < 150; ++i) {
+      if (sh("lldpcli -u " + socket_ + " -f keyvalue show neighbors ports " + ifname +
+             " | grep -q '^lldp\\." + ifname + "\\.chassis\\.'") == 0)
+        return;
+      ::usleep(100 * 1000);
+    }
+    FAIL("lldpd at " << socket_ << " heard no neighbour on " << ifname << " within 15 s");
+  }
+
+ private:
+  std::string socket_;
+  pid_t pid_ = -1;
+};
+
+std::string link_mac(const Netns& ns, const std::string& ifname) {
+  Run r = capture("ip netns exec " + ns.name() + " cat /sys/class/net/" + ifname + "/address");
+  REQUIRE(r.rc == 0);
+  return r.out.substr(0, r.out.find('\n'));
+}
+
+// A host's netdev `port` cabled to port `swport` of a switch namespace
+// (fixture f by default: rxe0 on vethA, 192.168.77.1/24).
+struct CabledHost {
+  Netns host, sw;
+  explicit CabledHost(const std::string& swport, const std::string& port = "vethA",
+                      const std::string& cidr = "192.168.77.1/24") {
+    host.run("ip link add " + port + " type veth peer name " + swport + " netns " + sw.name());
+    if (!cidr.empty()) host.run("ip addr add " + cidr + " dev " + port);
+    host.run("ip link set " + port + " up");
+    sw.run("ip link set " + swport + " up");
+  }
+};
+
+// The switch's lldpd calls itself `name` and names its ports by interface
+// name, as switches do.
+
+std::vector<std::string> switch_conf(const std::string& name) {
+  return {"configure system hostname " + name, "configure lldp portidsubtype ifname"};
+}
+
+std::string lldp_config(const std::string& socket) {
+  return "provider_id: lab\nfabric:\n  lldpd_socket: " + socket + "\n";
+}
+
+}  // namespace
+
+TEST_CASE("LLDP: two RoCE hosts on one segment, cabled to different switches, name their switch and port") {
+  LldpDir dir;
+  CabledHost a("swp7"), b("swp9");
+  Lldpd leaf1(a.sw, dir, "leaf1", switch_conf("leaf-01")), leaf2(b.sw, dir, "leaf2", switch_conf("leaf-02"));
+  Lldpd ha(a.host, dir, "host-a", {}), hb(b.host, dir, "host-b", {});
+  ha.wait_neighbor();
+  hb.wait_neighbor();
+
+  TempConfig ca(lldp_config(ha.socket())), cb(lldp_config(hb.socket()));
+  json ja = a.host.inspect(fx("f-rxe"), ca.arg());
+  json jb = b.host.inspect(fx("f-rxe"), cb.arg());
+  // One fabric (one segment) by id, but visibly not one switch.
+  CHECK(ja["fabric"]["id"] == "roce:lab:192.168.77.0/24");
+  CHECK(jb["fabric"]["id"] == ja["fabric"]["id"]);
+  CHECK(ja["fabric"]["lldp_reason"].is_null());
+  CHECK(ja["fabric"]["rails"][0]["ports"][0]["lldp"] ==
+        json::parse(R"([{"chassis_id": ")" + link_mac(a.sw, "swp7") + R"(", "chassis_id_subtype": "mac",
+                         "system_name": "leaf-01", "port_id": "swp7", "port_id_subtype": "ifname",
+                         "port_descr": "swp7"}])"));
+  const json& nb = jb["fabric"]["rails"][0]["ports"][0]["lldp"];
+  REQUIRE(nb.size() == 1);
+  CHECK(nb[0]["system_name"] == "leaf-02");
+  CHECK(nb[0]["chassis_id"] == link_mac(b.sw, "swp9"));
+  CHECK(nb[0]["port_id"] == "swp9");
+
+  Run t = capture("ip netns exec " + a.host.name() + " " + binary() + " inspect --sysfs-root " + fx("f-rxe") +
+                  " " + ca.arg());
+  CHECK(t.out.find("rxe0:1 vethA 192.168.77.1 GID 1 lossless unknown switch leaf-01 swp7\n") !=
+        std::string::npos);
+}
+
+TEST_CASE("LLDP: the neighbour of a VLAN fabric netdev is the one heard on the port's own netdev") {
+  LldpDir dir;
+  CabledHost a("swp3", "ens1f0np0", "");
+  a.host.vlan("ens1f0np0", "ens1f0np0.100", 100);
+  a.host.run("ip addr add 10.30.0.5/24 dev ens1f0np0.100");
+  a.host.run("ip link set ens1f0np0.100 up");
+  Lldpd leaf(a.sw, dir, "leaf", switch_conf("leaf-03"));
+  Lldpd h(a.host, dir, "host", {});
+  h.wait_neighbor("ens1f0np0");
+  TempConfig cfg(lldp_config(h.socket()));
+  json j = a.host.inspect(fx("c-roce-vlan"), cfg.arg());
+  const json& p = j["fabric"]["rails"][0]["ports"][0];
+  CHECK(p["netdev"] == "ens1f0np0.100");
+  REQUIRE(p["lldp"].size() == 1);
+  CHECK(p["lldp"][0]["system_name"] == "leaf-03");
+  CHECK(p["lldp"][0]["port_id"] == "swp3");
+}
+
+TEST_CASE(
+    "LLDP under the service's privileges: lldpcli and lldpd's socket need their groups, and the reason says "
+    "so") {
+  LldpDir dir;
+  CabledHost a("swp7");
+  Lldpd leaf(a.sw, dir, "leaf", switch_conf("leaf-01"));
+  Lldpd h(a.host, dir, "host", {});
+  h.wait_neighbor();
+  TempConfig cfg(lldp_config(h.socket()));
+  // The unit's CapabilityBoundingSet (root without CAP_DAC_OVERRIDE) and
+  // NoNewPrivileges (lldpcli's setuid bit does not apply).
+  std::string unit = "setpriv --no-new-privs --bounding-set=-all,+net_admin,+sys_admin --inh-caps=-all ";
+  auto inspect = [&](const std::string& groups) {
+    Run r = capture("ip netns exec " + a.host.name() + " " + unit + groups + " " + binary() +
+                    " inspect --sysfs-root " + fx("f-rxe") + " --json " + cfg.arg());
+    REQUIRE(r.rc == 0);
+    return json::parse(r.out);
+  };
+  const std::string hint =
+      ": run the agent with the groups adm _lldpd (systemd: SupplementaryGroups=adm _lldpd in a drop-in)";
+
+  json j = inspect("");
+  CHECK(j["fabric"]["rails"][0]["ports"][0]["lldp"].is_null());
+  CHECK(j["fabric"]["lldp_reason"] == "/usr/sbin/lldpcli: permission denied" + hint);
+
+  j = inspect("--groups=adm");
+  CHECK(j["fabric"]["rails"][0]["ports"][0]["lldp"].is_null());
+  CHECK(j["fabric"]["lldp_reason"] ==
+        "lldpcli: unable to connect to socket " + h.socket() + ": Permission denied" + hint);
+
+  j = inspect("--groups=adm,_lldpd");
+  CHECK(j["fabric"]["lldp_reason"].is_null());
+  CHECK(j["fabric"]["rails"][0]["ports"][0]["lldp"][0]["system_name"] == "leaf-01");
+}
+
+TEST_CASE("LLDP: a stopped lldpd costs the discovery pass 2 s, not the pass, and no lldpd is said") {
+  LldpDir dir;
+  CabledHost a("swp7");
+  Lldpd h(a.host, dir, "host", {});
+  TempConfig none(lldp_config(dir.path("none.sock")));
+  json j = a.host.inspect(fx("f-rxe"), none.arg());
+  CHECK(j["fabric"]["rails"][0]["ports"][0]["lldp"].is_null());
+  CHECK(j["fabric"]["lldp_reason"] == "lldpcli: unable to connect to socket " + dir.path("none.sock") +
+                                          ": No such file or directory (is lldpd running?)");
+
+  // Ready (it answers), then stopped: it accepts and never answers.
+  h.wait_ready();
+  h.stop();
+  TempConfig cfg(lldp_config(h.socket()));
+  auto t0 = std::chrono::steady_clock::now();
+  Run r = capture("ip netns exec " + a.host.name() + " timeout 30 " + binary() + " inspect --sysfs-root " +
+                  fx("f-rxe") + " --json " + cfg.arg());
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE(r.rc == 0);
+  CHECK(s < 10);
+  json js = json::parse(r.out);
+  CHECK(js["fabric"]["id"] == "roce:lab:192.168.77.0/24");
+  CHECK(js["fabric"]["lldp_reason"] ==
+        "lldpd at " + h.socket() + ": no answer within 2 s (lldpd stopped or busy)");
 }

@@ -3,6 +3,8 @@
 // fabric identity, PCIe affinity.
 #include <catch2/catch.hpp>
 
+#include <random>
+
 #include <algorithm>
 
 #include "probes/logic.hpp"
@@ -231,15 +233,22 @@ TEST_CASE("RoCE: agreeing ports give no GID warning") {
   CHECK_FALSE(any_contains(s.warnings, "disagree"));
 }
 
-TEST_CASE("RoCE: without the default route on it, the internet card joins as another fabric and loses") {
+TEST_CASE("RoCE: without the default route on it, the slower internet card is no rail and is left out") {
   auto net = roce_net();
   net.default_route_ifs.clear();
   InspectOptions o;
   o.provider_id = "p";
-  auto s = select_fabric(roce_node(), net, {}, o);
+  auto node = roce_node();
+  node[0].ports[0].rate_gbps = 25;  // as fixture b: the internet card at 25G, the fabric at 200G
+  for (size_t i = 1; i < node.size(); ++i) node[i].ports[0].rate_gbps = 200;
+  auto s = select_fabric(node, net, {}, o);
   CHECK(s.fabric.segment == "10.20.0.0/16");
-  CHECK(any_contains(s.warnings, "several fabrics"));
-  CHECK(any_contains(s.warnings, "198.51.100.0/24"));
+  CHECK(s.fabric.id == "roce:p:10.20.0.0/16");
+  CHECK(s.fabric.ports == std::vector<std::string>{"mlx5_1:1", "mlx5_2:1", "mlx5_3:1"});
+  CHECK(any_contains(s.warnings, "RoCE segment 198.51.100.0/24 (mlx5_0:1) left out of the fabric"));
+  // Where rates cannot be compared, it is taken for a rail: the id then says so.
+  auto s2 = select_fabric(roce_node(), net, {}, o);
+  CHECK(s2.fabric.id == "roce:p:10.20.0.0/16,198.51.100.0/24");
 }
 
 TEST_CASE("RoCE: down netdevs, missing addresses and unknown netdevs are not fabric") {
@@ -312,33 +321,126 @@ TEST_CASE("RoCE: fabric address on a VLAN netdev over the port") {
   CHECK(s.fabric.segment == "10.30.0.0/24");
 }
 
-TEST_CASE("InfiniBand: fabric id from subnet prefix and SM GUID") {
+// An SM as an SMInfoRecord: GUID, priority, state (3 master, 2 standby).
+static smp::SmInfoRecord smr(uint64_t guid, uint8_t prio, uint8_t state, uint32_t lid = 1) {
+  smp::SmInfoRecord r;
+  r.lid = lid;
+  r.info.guid = guid;
+  r.info.priority = prio;
+  r.info.sm_state = state;
+  return r;
+}
+
+// What a port learns: the master's SMInfo and the SA's table.
+static SmLookup looked_up(const smp::SmInfoRecord& master, std::vector<smp::SmInfoRecord> table) {
+  SmLookup l;
+  l.guid = master.info.guid;
+  l.master = master.info;
+  l.records = std::move(table);
+  return l;
+}
+
+TEST_CASE("InfiniBand: fabric id from subnet prefix and the SM that would take over last") {
   std::vector<Hca> h = {ib_hca("mlx5_0", "ACTIVE", 1), ib_hca("mlx5_1", "ACTIVE", 1),
                         ib_hca("mlx5_2", "DOWN", 0)};
-  std::vector<std::pair<std::string, SmLookup>> sm = {{"mlx5_0:1", {0x0002c90300a1b2c3ull, ""}},
-                                                      {"mlx5_1:1", {0x0002c90300a1b2c3ull, ""}}};
+  auto m = smr(0x0002c90300a1b2c3ull, 14, 3);
+  auto sb = smr(0x0002c90300a1b2d0ull, 5, 2, 7);
+  std::vector<std::pair<std::string, SmLookup>> sm = {{"mlx5_0:1", looked_up(m, {m, sb})},
+                                                      {"mlx5_1:1", looked_up(m, {sb, m})}};
   auto s = select_fabric(h, NetState{}, sm, InspectOptions{});
   CHECK(s.fabric.kind == "infiniband");
-  CHECK(s.fabric.id == "ib:fe80000000000000:0002c90300a1b2c3");
+  CHECK(s.fabric.id == "ib:fe80000000000000:0002c90300a1b2d0");
   CHECK(s.fabric.sm_guid == "0x0002c90300a1b2c3");
+  REQUIRE(s.fabric.sms.size() == 2);
+  CHECK(s.fabric.sms[0].guid == "0x0002c90300a1b2c3");
+  CHECK(s.fabric.sms[0].state == "master");
+  CHECK(s.fabric.sms[1].guid == "0x0002c90300a1b2d0");
+  CHECK(s.fabric.sms[1].lid == 7u);
+  CHECK(s.fabric.sms[1].priority == 5);
+  CHECK(s.fabric.sms[1].state == "standby");
   CHECK(s.fabric.sm_lid == 1u);
   CHECK(s.fabric.subnet_prefix == "fe80:0000:0000:0000");
   CHECK(s.fabric.ports == std::vector<std::string>{"mlx5_0:1", "mlx5_1:1"});
   CHECK_FALSE(s.nccl.ib_gid_index);
-  // A second machine of the same fabric prints the same id; another SM, another id.
-  auto s2 = select_fabric({ib_hca("mlx5_4", "ACTIVE", 1)}, NetState{},
-                          {{"mlx5_4:1", {0x0002c90300a1b2c3ull, ""}}}, InspectOptions{});
+  // A second machine of the same fabric prints the same id; another fabric's SMs, another id.
+  auto s2 = select_fabric({ib_hca("mlx5_4", "ACTIVE", 1)}, NetState{}, {{"mlx5_4:1", looked_up(m, {m, sb})}},
+                          InspectOptions{});
   CHECK(s2.fabric.id == s.fabric.id);
+  auto other = smr(0x0002c90300ffffffull, 0, 3);
   auto s3 = select_fabric({ib_hca("mlx5_0", "ACTIVE", 1)}, NetState{},
-                          {{"mlx5_0:1", {0x0002c90300ffffffull, ""}}}, InspectOptions{});
-  CHECK(s3.fabric.id != s.fabric.id);
+                          {{"mlx5_0:1", looked_up(other, {other})}}, InspectOptions{});
+  CHECK(s3.fabric.id == "ib:fe80000000000000:0002c90300ffffff");
+  // The master killed, the standby took over: the same id.
+  auto took_over = smr(sb.info.guid, 5, 3, 7);
+  auto s4 = select_fabric({ib_hca("mlx5_0", "ACTIVE", 7)}, NetState{},
+                          {{"mlx5_0:1", looked_up(took_over, {took_over})}}, InspectOptions{});
+  CHECK(s4.fabric.id == s.fabric.id);
+  CHECK(s4.fabric.sm_guid == "0x0002c90300a1b2d0");
+}
+
+TEST_CASE("InfiniBand: takeover order and the SM that names the fabric") {
+  // Equal priorities (OpenSM's default 0): the lowest GUID is master, the
+  // highest names the fabric.
+  auto o = sms_in_takeover_order({smr(0x30, 0, 2), smr(0x10, 0, 3), smr(0x20, 0, 2)}, std::nullopt, 1);
+  REQUIRE(o.size() == 3);
+  CHECK(o[0].info.guid == 0x10);
+  CHECK(o[1].info.guid == 0x20);
+  CHECK(o[2].info.guid == 0x30);
+  CHECK(fabric_anchor_sm(o)->info.guid == 0x30);
+  // Priority first: a low-priority SM names the fabric whatever its GUID.
+  o = sms_in_takeover_order({smr(0x10, 0, 2), smr(0x20, 9, 3), smr(0x30, 9, 2)}, std::nullopt, 1);
+  CHECK(o[0].info.guid == 0x20);
+  CHECK(fabric_anchor_sm(o)->info.guid == 0x10);
+  // The master's SMInfo joins a table that lacks it, and leads; a GUID listed twice counts once.
+  auto m = smr(0x50, 3, 3, 9);
+  o = sms_in_takeover_order({smr(0x40, 15, 2), smr(0x40, 15, 2)}, m.info, 9);
+  REQUIRE(o.size() == 2);
+  CHECK(o[0].info.guid == 0x50);
+  CHECK(o[0].lid == 9u);
+  CHECK(fabric_anchor_sm(o)->info.guid == 0x50);
+  CHECK(fabric_anchor_sm({}) == nullptr);
+
+  // Whatever the SMs, killing the master and letting the next one take over
+  // (again and again, down to one SM) never changes the SM that names the
+  // fabric. Lowest-GUID or master-GUID rules fail this on the first round.
+  std::mt19937 rng(7);
+  for (int round = 0; round < 500; ++round) {
+    std::vector<smp::SmInfoRecord> sms;
+    int n = 2 + static_cast<int>(rng() % 5);
+    for (int i = 0; i < n; ++i)
+      sms.push_back(smr(1 + rng() % 64, static_cast<uint8_t>(rng() % 3), 2, static_cast<uint32_t>(i + 1)));
+    auto ordered = sms_in_takeover_order(sms, std::nullopt, 1);
+    if (ordered.size() < 2) continue;
+    uint64_t anchor = fabric_anchor_sm(ordered)->info.guid;
+    while (ordered.size() > 1) {
+      ordered.erase(ordered.begin());  // the master dies, the next takes over
+      ordered = sms_in_takeover_order(ordered, std::nullopt, 1);
+      INFO("round " << round << ", " << ordered.size() << " SMs left");
+      REQUIRE(fabric_anchor_sm(ordered)->info.guid == anchor);
+    }
+  }
+}
+
+TEST_CASE("InfiniBand: without the SA's SM table the id is null and says why") {
+  SmLookup l;
+  l.guid = 0x0002c90300a1b2c3ull;
+  l.master = smr(0x0002c90300a1b2c3ull, 0, 3).info;
+  l.sa_error = "SMInfoRecord via mlx5_0:1: umad_recv from LID 1: Connection timed out";
+  auto s = select_fabric({ib_hca("mlx5_0", "ACTIVE", 1)}, NetState{}, {{"mlx5_0:1", l}}, InspectOptions{});
+  CHECK(s.fabric.kind == "infiniband");
+  CHECK_FALSE(s.fabric.id);
+  CHECK(s.fabric.sm_guid == "0x0002c90300a1b2c3");
+  CHECK(any_contains(s.warnings, "fabric.id is null: the SA's table of subnet managers could not be read"));
+  CHECK(any_contains(s.warnings, "Connection timed out"));
 }
 
 TEST_CASE("InfiniBand: ports of two fabrics, most ACTIVE ports wins") {
   std::vector<Hca> h = {ib_hca("mlx5_0", "ACTIVE", 1), ib_hca("mlx5_1", "ACTIVE", 1),
                         ib_hca("mlx5_2", "ACTIVE", 1)};
   std::vector<std::pair<std::string, SmLookup>> sm = {
-      {"mlx5_0:1", {0x11, ""}}, {"mlx5_1:1", {0x22, ""}}, {"mlx5_2:1", {0x22, ""}}};
+      {"mlx5_0:1", looked_up(smr(0x11, 0, 3), {smr(0x11, 0, 3)})},
+      {"mlx5_1:1", looked_up(smr(0x22, 0, 3), {smr(0x22, 0, 3)})},
+      {"mlx5_2:1", looked_up(smr(0x22, 0, 3), {smr(0x22, 0, 3)})}};
   auto s = select_fabric(h, NetState{}, sm, InspectOptions{});
   CHECK(s.fabric.ports == std::vector<std::string>{"mlx5_1:1", "mlx5_2:1"});
   CHECK(s.fabric.sm_guid == "0x0000000000000022");
@@ -348,11 +450,55 @@ TEST_CASE("InfiniBand: ports of two fabrics, most ACTIVE ports wins") {
 
 TEST_CASE("InfiniBand: SM GUID unknown gives a null id and the reason") {
   auto s = select_fabric({ib_hca("mlx5_0", "ACTIVE", 1)}, NetState{},
-                         {{"mlx5_0:1", {std::nullopt, "umad_open_port: No such device"}}}, InspectOptions{});
+                         {{"mlx5_0:1", SmLookup{std::nullopt, "umad_open_port: No such device", {}, {}, ""}}},
+                         InspectOptions{});
   CHECK(s.fabric.kind == "infiniband");
   CHECK_FALSE(s.fabric.id);
   CHECK_FALSE(s.fabric.sm_guid);
   CHECK(any_contains(s.warnings, "sm_guid unknown: umad_open_port: No such device"));
+}
+
+TEST_CASE("IPv4 segments and the one covering them") {
+  CHECK(parse_ipv4_segment("10.0.3.0/24") == std::pair<uint32_t, int>{ip("10.0.3.0"), 24});
+  CHECK(parse_ipv4_segment("10.0.3.7/24") == std::pair<uint32_t, int>{ip("10.0.3.0"), 24});
+  CHECK_FALSE(parse_ipv4_segment("10.0.3/24"));
+  CHECK_FALSE(parse_ipv4_segment("10.0.3.0/33"));
+  CHECK_FALSE(parse_ipv4_segment("10.0.3.256/24"));
+  CHECK(covering_segment({"10.0.0.0/24", "10.0.7.0/24", "10.0.3.0/24"}) == "10.0.0.0/21");
+  CHECK(covering_segment({"10.0.8.0/24", "10.0.9.0/24"}) == "10.0.8.0/23");
+  CHECK(covering_segment({"10.20.0.0/16"}) == "10.20.0.0/16");
+  CHECK(covering_segment({"10.0.0.0/24", "192.168.0.0/24"}) == "0.0.0.0/0");
+  CHECK(roce_fabric_id("p", {"10.0.0.0/24", "10.0.1.0/24"}) == "roce:p:10.0.0.0/24,10.0.1.0/24");
+}
+
+TEST_CASE("RoCE: rails on their own segments are one fabric, a slower segment is not a rail") {
+  std::vector<Hca> hcas;
+  NetState net;
+  for (int k = 0; k < 4; ++k) {
+    std::string nd = "rail" + std::to_string(k);
+    std::string addr = "10.0." + std::to_string(k) + ".11";
+    Port p = roce_port(nd, gids_with(nd, addr.c_str(), false), k == 2 ? "DOWN" : "ACTIVE");
+    p.rate_gbps = 400;
+    hcas.push_back(hca("mlx5_" + std::to_string(k), {p}));
+    net.links.push_back(up_link(nd, addr.c_str(), 24));
+  }
+  Port slow = roce_port("mgmt0", gids_with("mgmt0", "172.16.0.5", false));
+  slow.rate_gbps = 25;
+  hcas.push_back(hca("mlx5_9", {slow}));
+  net.links.push_back(up_link("mgmt0", "172.16.0.5", 16));
+  InspectOptions o;
+  o.provider_id = "p";
+  auto s = select_fabric(hcas, net, {}, o);
+  CHECK(s.fabric.kind == "roce");
+  CHECK(s.fabric.ports == std::vector<std::string>{"mlx5_0:1", "mlx5_1:1", "mlx5_3:1"});
+  // The DOWN rail stays in the id: a link going down does not move the host to another fabric.
+  CHECK(s.fabric.id == "roce:p:10.0.0.0/24,10.0.1.0/24,10.0.2.0/24,10.0.3.0/24");
+  REQUIRE(s.fabric.rails.size() == 4);
+  CHECK(s.fabric.rails[2].ports[0].state == "DOWN");
+  CHECK(any_contains(s.warnings, "rail 10.0.2.0/24 has no ACTIVE port: mlx5_2:1 (DOWN)"));
+  CHECK(any_contains(
+      s.warnings, "RoCE segment 172.16.0.0/16 (mlx5_9:1) left out of the fabric: 25 Gb/s against 400 Gb/s"));
+  CHECK_FALSE(any_contains(s.warnings, "several fabrics"));
 }
 
 TEST_CASE("no HCAs: kind none, NCCL_SOCKET_IFNAME still set") {

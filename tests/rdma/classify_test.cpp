@@ -51,7 +51,7 @@ TEST_CASE("reason names are stable and invertible", "[rdma][classify]") {
   for (Reason r : {Reason::kNone, Reason::kNoRoute, Reason::kPeerRefused, Reason::kPeerClosed, Reason::kQpRtrFailed,
                    Reason::kQpRtsFailed, Reason::kRetryExceeded, Reason::kTimeout, Reason::kRemoteError,
                    Reason::kProtocolError, Reason::kDeviceError, Reason::kCompletionError, Reason::kBusy,
-                   Reason::kBelowRate}) {
+                   Reason::kAuthFailed, Reason::kBelowRate}) {
     auto back = reason_from_name(reason_name(r));
     REQUIRE(back);
     CHECK(*back == r);

@@ -115,6 +115,7 @@ TEST_CASE("run_probe refuses options that describe no probe", "[rdma][options]")
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(r.error().message, Catch::Contains("--hca"));
   o.hca = {"rxe0", 1};
+  o.key = *Key::parse(std::string(64, 'a'));
   o.window = 0;
   r = run_probe(o);
   REQUIRE_FALSE(r.ok());

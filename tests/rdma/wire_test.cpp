@@ -23,7 +23,7 @@ Endpoint sample_ep() {
 }
 
 const char kEp[] =
-    "fa-rdma/1 ep lid=001a qpn=000123 psn=abcdef mtu=1024 gid=00000000000000000000ffff0a000001 rkey=deadbeef "
+    "fa-rdma/2 ep lid=001a qpn=000123 psn=abcdef mtu=1024 gid=00000000000000000000ffff0a000001 rkey=deadbeef "
     "addr=00007f1234560000 len=0000000000010040";
 
 }  // namespace
@@ -37,7 +37,11 @@ TEST_CASE("endpoint record has one exact spelling and round-trips", "[rdma][wire
 }
 
 TEST_CASE("control records round-trip", "[rdma][wire]") {
+  Nonce n;
+  for (size_t i = 0; i < n.size(); ++i) n[i] = static_cast<uint8_t>(i * 7);
   for (const Record& rec : {Record{LatencyStart{1}}, Record{LatencyStart{kMaxLatencyIters}}, Record{Done{}},
+                            Record{Hello{n}}, Record{Challenge{n}}, Record{Proof{n}},
+                            Record{Plan{kMinDurationMs, 1}}, Record{Plan{kMaxDurationMs, kMaxLatencyIters}},
                             Record{Failure{Reason::kQpRtrFailed, "ibv_modify_qp INIT->RTR: Invalid argument"}},
                             Record{Failure{Reason::kTimeout, ""}}}) {
     std::string line = encode(rec);
@@ -46,9 +50,11 @@ TEST_CASE("control records round-trip", "[rdma][wire]") {
     REQUIRE(back.ok());
     CHECK(*back == rec);
   }
-  CHECK(encode(LatencyStart{1000}) == "fa-rdma/1 lat iters=1000");
-  CHECK(encode(Done{}) == "fa-rdma/1 done");
-  CHECK(encode(Failure{Reason::kPeerRefused, "x y"}) == "fa-rdma/1 err reason=peer_refused msg=x y");
+  CHECK(encode(LatencyStart{1000}) == "fa-rdma/2 lat iters=1000");
+  CHECK(encode(Done{}) == "fa-rdma/2 done");
+  CHECK(encode(Plan{5000, 1000}) == "fa-rdma/2 plan ms=5000 iters=1000");
+  CHECK(encode(Hello{}) == "fa-rdma/2 hello nonce=" + std::string(64, '0'));
+  CHECK(encode(Failure{Reason::kPeerRefused, "x y"}) == "fa-rdma/2 err reason=peer_refused msg=x y");
 }
 
 TEST_CASE("failure messages are sanitised so every encoded record decodes", "[rdma][wire]") {
@@ -75,31 +81,43 @@ TEST_CASE("malformed records are rejected with the field named", "[rdma][wire]")
   };
   const std::vector<Case> cases = {
       {"", "magic"},
-      {"fa-rdma/2 done", "magic"},
-      {"FA-RDMA/1 done", "magic"},
-      {"fa-rdma/1", "no kind"},
-      {"fa-rdma/1 ", "kind"},
-      {"fa-rdma/1 hello", "kind"},
-      {"fa-rdma/1 done ", "takes no fields"},
-      {"fa-rdma/1  done", "kind"},
-      {"fa-rdma/1 done\r", "non-printable"},
-      {"fa-rdma/1 lat", "takes 1 field"},
-      {"fa-rdma/1 lat iters=0", "iters"},
-      {"fa-rdma/1 lat iters=01", "iters"},
-      {"fa-rdma/1 lat iters=-1", "iters"},
-      {"fa-rdma/1 lat iters=+5", "iters"},
-      {"fa-rdma/1 lat iters=1000001", "iters"},
-      {"fa-rdma/1 lat iters=99999999999999999999999", "iters"},
-      {"fa-rdma/1 lat iter=5", "iters"},
-      {"fa-rdma/1 lat iters=5 iters=5", "takes 1 field"},
-      {"fa-rdma/1 err reason=bogus msg=x", "reason"},
-      {"fa-rdma/1 err reason=none msg=x", "reason"},
-      {"fa-rdma/1 err reason=timeout", "reason= and msg="},
-      {"fa-rdma/1 err reason=timeout text=x", "msg"},
-      {"fa-rdma/1 err msg=x reason=timeout", "reason"},
-      {"fa-rdma/1 err reason=timeout msg=" + std::string(kMaxFailureMessage + 1, 'a'), "msg"},
-      {std::string("fa-rdma/1 err reason=timeout msg=a\0b", 35), "non-printable"},
-      {"fa-rdma/1 ep", "takes 8 fields"},
+      {"fa-rdma/1 done", "magic"},
+      {"FA-RDMA/2 done", "magic"},
+      {"fa-rdma/2", "no kind"},
+      {"fa-rdma/2 ", "kind"},
+      {"fa-rdma/2 bye", "kind"},
+      {"fa-rdma/2 hello", "takes 1 field"},
+      {"fa-rdma/2 hello nonce=" + std::string(63, 'a'), "nonce"},
+      {"fa-rdma/2 hello nonce=" + std::string(64, 'A'), "nonce"},
+      {"fa-rdma/2 hello mac=" + std::string(64, 'a'), "nonce"},
+      {"fa-rdma/2 challenge nonce=" + std::string(65, 'a'), "nonce"},
+      {"fa-rdma/2 auth mac=" + std::string(64, 'g'), "mac"},
+      {"fa-rdma/2 auth mac=" + std::string(64, 'a') + " x", "takes 1 field"},
+      {"fa-rdma/2 plan ms=5000", "takes 2 fields"},
+      {"fa-rdma/2 plan ms=99 iters=1", "ms"},
+      {"fa-rdma/2 plan ms=3600001 iters=1", "ms"},
+      {"fa-rdma/2 plan ms=5000 iters=0", "iters"},
+      {"fa-rdma/2 plan iters=1 ms=5000", "ms"},
+      {"fa-rdma/2 done ", "takes no fields"},
+      {"fa-rdma/2  done", "kind"},
+      {"fa-rdma/2 done\r", "non-printable"},
+      {"fa-rdma/2 lat", "takes 1 field"},
+      {"fa-rdma/2 lat iters=0", "iters"},
+      {"fa-rdma/2 lat iters=01", "iters"},
+      {"fa-rdma/2 lat iters=-1", "iters"},
+      {"fa-rdma/2 lat iters=+5", "iters"},
+      {"fa-rdma/2 lat iters=1000001", "iters"},
+      {"fa-rdma/2 lat iters=99999999999999999999999", "iters"},
+      {"fa-rdma/2 lat iter=5", "iters"},
+      {"fa-rdma/2 lat iters=5 iters=5", "takes 1 field"},
+      {"fa-rdma/2 err reason=bogus msg=x", "reason"},
+      {"fa-rdma/2 err reason=none msg=x", "reason"},
+      {"fa-rdma/2 err reason=timeout", "reason= and msg="},
+      {"fa-rdma/2 err reason=timeout text=x", "msg"},
+      {"fa-rdma/2 err msg=x reason=timeout", "reason"},
+      {"fa-rdma/2 err reason=timeout msg=" + std::string(kMaxFailureMessage + 1, 'a'), "msg"},
+      {std::string("fa-rdma/2 err reason=timeout msg=a\0b", 35), "non-printable"},
+      {"fa-rdma/2 ep", "takes 8 fields"},
       {ep + " extra=1", "takes 8 fields"},
       {ep + " ", "takes 8 fields"},
       {with("lid=001a", "lid=1a"), "lid"},
@@ -141,8 +159,11 @@ TEST_CASE("malformed records are rejected with the field named", "[rdma][wire]")
 TEST_CASE("fuzz: mutated records either fail or decode to their canonical spelling", "[rdma][wire]") {
   // Every accepted input must be the one spelling encode() produces: a
   // decoder that accepted a variant would let two peers disagree on a value.
+  Nonce n;
+  n.fill(0x5a);
   const std::vector<std::string> seeds = {kEp, encode(LatencyStart{42}), encode(Done{}),
-                                          encode(Failure{Reason::kRetryExceeded, "retry exceeded on wr 7"})};
+                                          encode(Failure{Reason::kRetryExceeded, "retry exceeded on wr 7"}),
+                                          encode(Hello{n}), encode(Proof{n}), encode(Plan{2500, 300})};
   std::mt19937 rng(7);  // fixed seed: a failure reproduces
   const std::string alphabet = "0123456789abcdefABCDEF =:-/\n\t\x00\xff" "ghijklmnopqrstuvwxyz";
   size_t accepted = 0, total = 0;
@@ -174,7 +195,7 @@ TEST_CASE("fuzz: mutated records either fail or decode to their canonical spelli
       check(m);
     }
   }
-  CHECK(total > 90000);
+  CHECK(total > 150000);
   CHECK(accepted > 0);  // substitutions inside hex fields stay valid
 }
 

@@ -216,6 +216,52 @@ _rxe_force_via() {
   ip rule add pref "$4" iif lo to "$1/32" lookup "$4"
 }
 
+# rxe_bridge N: N rxe devices, as N machines on one switch: rxb0..rxbN-1 on
+# veth ends fb0.. whose peers are ports of the bridge br-fa, addresses
+# 192.168.78.(i+1)/24, all in the initial namespace (see rxe_pair). A rule
+# per device sends what leaves with its address as source (rxe does: the
+# GID's address) out of its own veth end, so RDMA between two of them
+# crosses the bridge; arp_ignore=1 lets only the owner of an address answer
+# for it. Detaching fbIp from the bridge (`ip link set fbIp nomaster`)
+# black-holes device i's RDMA while its port stays ACTIVE. Sets RXB[i],
+# FB[i], FBIP[i], FBGID[i] (RoCE v2 GID indexes).
+rxe_bridge() {
+  local n=$1 i j k
+  RXB=() FB=() FBIP=() FBGID=()
+  ip link add br-fa type bridge
+  ip link set br-fa up
+  sysctl_set net.ipv4.conf.all.arp_ignore 1
+  for k in all default; do
+    sysctl_set "net.ipv4.conf.$k.rp_filter" 0
+    sysctl_set "net.ipv4.conf.$k.accept_local" 1
+  done
+  for ((i = 0; i < n; i++)); do
+    RXB[i]=rxb$i FB[i]=fb$i FBIP[i]=192.168.78.$((i + 1))
+    ip link add "fb$i" type veth peer name "fb${i}p"
+    ip link set "fb${i}p" master br-fa
+    ip link set "fb${i}p" up
+    sysctl_set "net.ipv4.conf.fb$i.rp_filter" 0
+    sysctl_set "net.ipv4.conf.fb$i.accept_local" 1
+    ip addr add "${FBIP[i]}/24" dev "fb$i"
+    ip link set "fb$i" up
+  done
+  for ((i = 0; i < n; i++)); do
+    for ((j = 0; j < n; j++)); do
+      [ "$i" -eq "$j" ] || ip route add "${FBIP[j]}/32" dev "fb$i" src "${FBIP[i]}" table $((200 + i))
+    done
+    ip rule add pref $((200 + i)) iif lo from "${FBIP[i]}" lookup $((200 + i))
+  done
+  if [[ $(ip rule show pref 0) == *'lookup local'* ]]; then
+    ip rule add pref 1000 lookup local
+    ip rule del pref 0 lookup local
+  fi
+  for ((i = 0; i < n; i++)); do rxe_add "rxb$i" "fb$i"; done
+  for ((i = 0; i < n; i++)); do
+    rxe_wait_gid "rxb$i" "${FBIP[i]}"
+    FBGID[i]=$(gid_index "rxb$i" 1 "${FBIP[i]}")
+  done
+}
+
 # uplink_add [IF ADDR GW RXE]: the machine's "internet-facing" card: a veth
 # end in the initial namespace that carries the default route (its peer sits
 # in node "wan" holding the gateway address), with its own rxe device, which

@@ -1,25 +1,36 @@
 # SPDX-License-Identifier: Apache-2.0
 # probe-rdma: `fabric-agent probe rdma serve` + `run` between two soft-RoCE
-# devices over their RoCE v2 GIDs: the run succeeds with bandwidth > 0 and
+# devices over their RoCE v2 GIDs, both ends given the same probe key: the
+# side channel authenticates, the run succeeds with bandwidth > 0 and
 # ordered latency percentiles, the result names the devices and GIDs used,
-# and the bytes crossed the veth. Without --hca/--gid-index the probe takes
-# discovery's fabric port and NCCL_IB_GID_INDEX. Then ib_write_bw on the same devices, GID
-# and message size: both figures and their ratio are printed (the ratio is
-# only sanity-checked here; the speed comparison proper is bench/rdma).
+# and the bytes crossed the veth. The server binds to the fabric address of
+# its port by default (not reachable on another address), and the key shows
+# in no output. Without --hca/--gid-index the probe takes discovery's fabric
+# port and NCCL_IB_GID_INDEX. Then ib_write_bw on the same devices, GID and
+# message size: both figures and their ratio are printed (the ratio is only
+# sanity-checked here; the speed comparison proper is bench/rdma).
 . "$LAB/lib.sh"
 
 step "two rxe devices"
 rxe_pair
 note "$RXE_A $IP_A gid[$GID_A], $RXE_B $IP_B gid[$GID_B]"
+# The probe key, as a control plane makes one: 32 random bytes in hex.
+KEYF=$LAB_OUT/probe.key
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$KEYF"
+KEY=$(cat "$KEYF")
 
-step "probe server on $RXE_B"
-bg_start server fabric-agent probe rdma serve --bind "$IP_B" --hca "$RXE_B:1" --gid-index "$GID_B"
+step "probe server on $RXE_B, bound by default to its fabric address"
+bg_start server fabric-agent probe rdma serve --key-file "$KEYF" --hca "$RXE_B:1" --gid-index "$GID_B"
 retry 60 0.25 grep -q serving "$LAB_OUT/server.log"
+assert_contains "$(bg_log server)" "serving RDMA probes on $IP_B:18520" "listen address"
+# Not on 0.0.0.0: the port is closed on the machine's other addresses.
+assert_fails "no listener on $IP_A:18520" bash -c "exec 3<>/dev/tcp/$IP_A/18520"
+assert_fails "no listener on 127.0.0.1:18520" bash -c "exec 3<>/dev/tcp/127.0.0.1/18520"
 
 step "probe run $RXE_A -> $IP_B"
 read -r tx0 < "/sys/class/net/$IF_A/statistics/tx_bytes"
 rc=0
-fabric-agent probe rdma run --peer "$IP_B" --hca "$RXE_A:1" --gid-index "$GID_A" \
+fabric-agent probe rdma run --peer "$IP_B" --key-file "$KEYF" --hca "$RXE_A:1" --gid-index "$GID_A" \
   --duration 3 --latency-iters 300 --json > "$LAB_OUT/run.json" || rc=$?
 cat "$LAB_OUT/run.json"
 assert_eq "$rc" 0 "probe run exit status"
@@ -44,11 +55,16 @@ want_hca=$(jq -r '.fabric.ports[0]' "$LAB_OUT/inspect.json")
 want_gid=$(jq -r '.nccl_env.NCCL_IB_GID_INDEX' "$LAB_OUT/inspect.json")
 note "inspect: first fabric port $want_hca, NCCL_IB_GID_INDEX $want_gid"
 rc=0
-fabric-agent probe rdma run --peer "$IP_B" --duration 1 --latency-iters 50 --json > "$LAB_OUT/defaults.json" || rc=$?
+# (The key from stdin this time.)
+fabric-agent probe rdma run --peer "$IP_B" --key-file - --duration 1 --latency-iters 50 --json \
+  < "$KEYF" > "$LAB_OUT/defaults.json" || rc=$?
 assert_eq "$rc" 0 "probe run without --hca/--gid-index: exit status"
 assert_eq "$(jq -r '.hca + ":" + (.port | tostring)' "$LAB_OUT/defaults.json")" "$want_hca" "hca:port = inspect's first fabric port"
 assert_eq "$(jq -r .gid_index "$LAB_OUT/defaults.json")" "$want_gid" "gid_index = NCCL_IB_GID_INDEX"
 assert_gt "$(jq -r .gbps "$LAB_OUT/defaults.json")" 0 "gbps"
+
+step "the key is in no output"
+assert_not_contains "$(bg_log server; cat "$LAB_OUT/run.json" "$LAB_OUT/defaults.json")" "$KEY" "server log and results"
 
 step "ib_write_bw on the same devices, GIDs and size"
 opts=(-F -s 65536 -D 3 --report_gbits)
