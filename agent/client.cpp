@@ -7,6 +7,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <openssl/x509_vfy.h>
+#include <openssl/x509v3.h>
 #include <cctype>
 #include <charconv>
 
@@ -53,8 +55,21 @@ Result<Url> parse_url(const std::string& s) {
 
 namespace {
 
+// Runs one asynchronous operation to its end. The calls are asynchronous
+// only so that the stream's deadline holds: Asio's blocking calls wait in
+// poll() without a timeout once a socket timeout (SO_RCVTIMEO) expires, so
+// a server that accepts and never answers held `status` forever.
+template <class Start>
+beast::error_code run_op(asio::io_context& ioc, Start&& start) {
+  beast::error_code out = asio::error::would_block;
+  start([&out](beast::error_code ec, auto&&...) { out = ec; });
+  ioc.restart();
+  ioc.run();
+  return out;
+}
+
 template <class Stream>
-Result<HttpReply> exchange(Stream& stream, const Url& url, const std::string& method, const std::string& target,
+Result<HttpReply> exchange(asio::io_context& ioc, Stream& stream, const Url& url, const std::string& method, const std::string& target,
                            const std::string& body, const ClientOptions& opt) {
   http::request<http::string_body> req{http::string_to_verb(method), target, 11};
   req.set(http::field::host, url.host + ":" + std::to_string(url.port));
@@ -67,13 +82,12 @@ Result<HttpReply> exchange(Stream& stream, const Url& url, const std::string& me
   }
   req.keep_alive(false);
   req.prepare_payload();
-  beast::error_code ec;
-  http::write(stream, req, ec);
+  beast::error_code ec = run_op(ioc, [&](auto h) { http::async_write(stream, req, std::move(h)); });
   if (ec) return Error{url.base + ": write: " + ec.message()};
   beast::flat_buffer buf;
   http::response_parser<http::string_body> parser;
   parser.body_limit(64 << 20);
-  http::read(stream, buf, parser, ec);
+  ec = run_op(ioc, [&](auto h) { http::async_read(stream, buf, parser, std::move(h)); });
   if (ec) return Error{url.base + ": read: " + ec.message()};
   auto res = parser.release();
   HttpReply out;
@@ -97,29 +111,22 @@ Result<HttpReply> http_request(const Url& url, const std::string& method, const 
   auto results = resolver.resolve(url.host, std::to_string(url.port), ec);
   if (ec) return Error{url.base + ": resolve: " + ec.message()};
   if (results.empty()) return Error{url.base + ": resolve: no address"};
-  // Blocking calls with kernel socket timeouts (Linux applies SO_SNDTIMEO to
-  // connect too): one request at a time needs no event loop.
-  tcp::socket sock(ioc);
-  const tcp::endpoint ep = *results.begin();
-  sock.open(ep.protocol(), ec);
-  if (ec) return Error{url.base + ": socket: " + ec.message()};
-  struct timeval tv {};
-  tv.tv_sec = static_cast<long>(opt.timeout.count() / 1000);
-  tv.tv_usec = static_cast<long>((opt.timeout.count() % 1000) * 1000);
-  ::setsockopt(sock.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ::setsockopt(sock.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sock.connect(ep, ec);
+  // One deadline for the whole exchange, connect to last byte: the stream
+  // closes the socket when it passes and the pending operation fails.
+  beast::tcp_stream sock(ioc);
+  sock.expires_after(opt.timeout);
+  ec = run_op(ioc, [&](auto h) { sock.async_connect(results, std::move(h)); });
   if (ec) return Error{url.base + ": connect: " + ec.message()};
-  if (!url.tls) return exchange(sock, url, method, target, body, opt);
+  if (!url.tls) return exchange(ioc, sock, url, method, target, body, opt);
 
+  // The server is always verified: against --ca-file when given, else the
+  // system's trust store; and the certificate must be for the host in the
+  // URL (its DNS name or IP address). The token goes out only after that.
   asio::ssl::context ctx(asio::ssl::context::tls_client);
   try {
-    if (!opt.ca_file.empty()) {
-      ctx.load_verify_file(opt.ca_file);
-      ctx.set_verify_mode(asio::ssl::verify_peer);
-    } else {
-      ctx.set_verify_mode(asio::ssl::verify_none);
-    }
+    if (!opt.ca_file.empty()) ctx.load_verify_file(opt.ca_file);
+    else ctx.set_default_verify_paths();
+    ctx.set_verify_mode(asio::ssl::verify_peer);
     if (!opt.cert_file.empty()) {
       ctx.use_certificate_chain_file(opt.cert_file);
       ctx.use_private_key_file(opt.key_file, asio::ssl::context::pem);
@@ -127,12 +134,31 @@ Result<HttpReply> http_request(const Url& url, const std::string& method, const 
   } catch (const boost::system::system_error& e) {
     return Error{url.base + ": tls setup: " + e.what()};
   }
-  beast::ssl_stream<tcp::socket> stream(std::move(sock), ctx);
-  SSL_set_tlsext_host_name(stream.native_handle(), url.host.c_str());
-  stream.handshake(asio::ssl::stream_base::client, ec);
-  if (ec) return Error{url.base + ": tls handshake: " + ec.message()};
-  auto r = exchange(stream, url, method, target, body, opt);
-  stream.shutdown(ec);  // the server may already be gone; nothing to report
+  beast::ssl_stream<beast::tcp_stream> stream(std::move(sock), ctx);
+  SSL* ssl = stream.native_handle();
+  X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
+  beast::error_code not_ip;
+  asio::ip::make_address(url.host, not_ip);
+  if (!not_ip) {
+    X509_VERIFY_PARAM_set1_ip_asc(param, url.host.c_str());
+  } else {
+    X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    X509_VERIFY_PARAM_set1_host(param, url.host.c_str(), url.host.size());
+    SSL_set_tlsext_host_name(ssl, url.host.c_str());  // SNI carries names only (RFC 6066 3)
+  }
+  ec = run_op(ioc, [&](auto h) { stream.async_handshake(asio::ssl::stream_base::client, std::move(h)); });
+  if (ec) {
+    const long v = SSL_get_verify_result(ssl);
+    std::string why = ec.message();
+    if (v != X509_V_OK)
+      why += " (" + std::string(X509_verify_cert_error_string(v)) +
+             (opt.ca_file.empty() ? "; verified against the system trust store: give --ca-file" : "; CA file " + opt.ca_file) +
+             ")";
+    return Error{url.base + ": tls handshake: " + why};
+  }
+  auto r = exchange(ioc, stream, url, method, target, body, opt);
+  // The server may already be gone; nothing to report.
+  (void)run_op(ioc, [&](auto h) { stream.async_shutdown(std::move(h)); });
   return r;
 }
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // A small synchronous HTTP(S) client on Beast for the operator commands
 // (`status`, `cluster form`) and the tests: one request per connection,
-// bearer token, optional CA file and client certificate, a deadline.
+// bearer token, optional CA file and client certificate, a deadline. Over
+// https the server's certificate is always verified, host name included.
 #pragma once
 
 #include <chrono>
@@ -25,7 +26,7 @@ Result<Url> parse_url(const std::string& s);
 
 struct ClientOptions {
   std::string token;      // sent as "Authorization: Bearer <token>" when set
-  std::string ca_file;    // https: verify the server against this CA (else: no verification)
+  std::string ca_file;    // https: verify the server against this CA (else: the system's trust store)
   std::string cert_file;  // https: client certificate (mutual TLS)
   std::string key_file;
   std::chrono::milliseconds timeout{10000};

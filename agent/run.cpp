@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // `fabric-agent run`: the daemon. Startup order matters to systemd and to the
-// renter: config -> token -> state + adoption of the live mesh -> first
-// discovery -> listen -> READY=1. SIGTERM stops serving and leaves the mesh
+// renter: config -> TLS files -> token -> state + adoption of the live mesh
+// -> first discovery -> listen -> READY=1. SIGTERM stops serving and leaves the mesh
 // running (a restart must be invisible to the job using it); SIGHUP reloads
 // the config and keeps the running one when the new one is bad.
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 
@@ -44,6 +46,27 @@ Status make_state_dir(const std::string& dir) {
   return {};
 }
 
+// Every connection is a file descriptor; the daemon's own (listener,
+// netlink, pods socket, state files, UAPI sockets, log) fit in the rest.
+constexpr rlim_t kOwnDescriptors = 128;
+
+// Raises the soft RLIMIT_NOFILE as far as the hard one allows (the event
+// loop is epoll, never select(), so descriptors above 1023 are fine) and
+// says so when api.max_connections still does not fit: accepts would then
+// fail with EMFILE (and pause) before the cap is reached.
+void fit_descriptors(const Config& cfg, spdlog::logger& log) {
+  const rlim_t need = static_cast<rlim_t>(cfg.api.max_connections) + kOwnDescriptors;
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= need) return;
+  rlimit want = rl;
+  want.rlim_cur = rl.rlim_max == RLIM_INFINITY ? need : std::min(need, rl.rlim_max);
+  if (::setrlimit(RLIMIT_NOFILE, &want) == 0) rl = want;
+  if (rl.rlim_cur < need)
+    log.warn("api.max_connections {} needs about {} file descriptors, RLIMIT_NOFILE allows {}: raise LimitNOFILE "
+             "or lower api.max_connections",
+             cfg.api.max_connections, need, static_cast<unsigned long long>(rl.rlim_cur));
+}
+
 Result<LoadedToken> load_token(const Config& cfg) {
   // Only the default location is created on demand: a token_file the
   // operator named must exist, or a typo would mint a token nobody knows.
@@ -53,6 +76,10 @@ Result<LoadedToken> load_token(const Config& cfg) {
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& argv) {
+  // The daemon holds the bearer token, the node's WireGuard key and the TLS
+  // key in memory: no core dump of it, and no ptrace by a process of the
+  // same user without CAP_SYS_PTRACE. Before anything is read.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   auto args = Args::parse(argv, {{"config", true}, {"help", false}});
   if (!args) {
     std::fprintf(stderr, "fabric-agent run: %s\n", args.error().message.c_str());
@@ -78,6 +105,18 @@ int cmd_run(const std::vector<std::string>& argv) {
   set_log_level(cfg->log_level);
   auto log = fa::logger("agent");
   log->info("fabric-agent {} starting (config: {})", FA_VERSION, cfg->source);
+
+  // TLS files first: a bad one stops the start before anything is touched.
+  std::shared_ptr<asio::ssl::context> tls;
+  if (cfg->tls.enabled()) {
+    auto t = load_tls_context(cfg->tls);
+    if (!t) {
+      log->critical("{}", t.error().message);
+      return 1;
+    }
+    tls = std::move(*t);
+  }
+  fit_descriptors(*cfg, *log);
 
   if (Status s = make_state_dir(cfg->state_dir); !s) {
     log->critical("{}", s.error().message);
@@ -146,7 +185,9 @@ int cmd_run(const std::vector<std::string>& argv) {
     return 1;
   }
 
-  Server server(ioc, worker, core, ServerOptions::from(*cfg));
+  ServerOptions sopt = ServerOptions::from(*cfg);
+  sopt.tls_context = std::move(tls);
+  Server server(ioc, worker, core, std::move(sopt));
   auto port = server.start();
   if (!port) {
     log->critical("{}", port.error().message);

@@ -2,11 +2,15 @@
 #include "agent/server.hpp"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
 #include <array>
 #include <atomic>
+#include <list>
+#include <map>
+#include <mutex>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -18,6 +22,7 @@
 #include <boost/beast/ssl.hpp>
 #include <optional>
 
+#include "common/fd.hpp"
 #include "common/log.hpp"
 
 namespace fa::agent {
@@ -30,23 +35,111 @@ namespace {
 
 constexpr size_t kHeaderLimit = 16 * 1024;
 
+// Accepting failed for want of a resource (EMFILE, ENFILE, ENOBUFS): the
+// connection stays in the backlog and the listener stays readable, so an
+// accept tried again at once fails again at once, forever. Wait this long.
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+
+// During a long-poll the socket is read, so that a client that goes away
+// frees its slot at once instead of when the wait ends. What a client
+// pipelines meanwhile is kept for after the answer, up to the header limit.
+constexpr size_t kWatchBytes = 1024;
+
+// A request with a body larger than this leaves behind freed heap (the body,
+// its copies, the parsed JSON) that malloc keeps: the connection drops its
+// buffers once answered, and the heap is trimmed.
+constexpr size_t kLargeRequest = 64 * 1024;
+
+auto api_log() {
+  static auto log = fa::logger("api");
+  return log;
+}
+
+bool routine(beast::error_code ec) {
+  return ec == beast::error::timeout || ec == asio::error::eof || ec == asio::error::connection_reset ||
+         ec == asio::ssl::error::stream_truncated || ec == http::error::end_of_stream || ec == asio::error::broken_pipe;
+}
+
 // The one place where I/O errors are reported. Errors a client causes by
 // hanging up are routine and stay at debug level so they cannot flood the log.
 void fail(beast::error_code ec, const char* what) {
   if (ec == asio::error::operation_aborted) return;
-  static auto log = fa::logger("api");
-  if (ec == beast::error::timeout || ec == asio::error::eof || ec == asio::error::connection_reset ||
-      ec == asio::ssl::error::stream_truncated || ec == http::error::end_of_stream || ec == asio::error::broken_pipe)
-    log->debug("{}: {}", what, ec.message());
+  if (routine(ec))
+    api_log()->debug("{}: {}", what, ec.message());
   else
-    log->info("{}: {}", what, ec.message());
+    api_log()->info("{}: {}", what, ec.message());
+}
+
+// Lines any client can make the daemon repeat (a refused connection, a
+// failed TLS handshake, an accept failing while file descriptors are short)
+// are written at most once per interval, with the count of those left out.
+class LogLimiter {
+ public:
+  template <class Write>
+  void operator()(Write&& write) {
+    uint64_t skipped = 0;
+    {
+      std::lock_guard g(m_);
+      const auto now = std::chrono::steady_clock::now();
+      if (now < next_) {
+        ++skipped_;
+        return;
+      }
+      next_ = now + kEvery;
+      skipped = std::exchange(skipped_, 0);
+    }
+    write(skipped == 0 ? std::string() : " (" + std::to_string(skipped) + " more like it not logged since the last one)");
+  }
+
+ private:
+  static constexpr std::chrono::seconds kEvery{10};
+  std::mutex m_;
+  std::chrono::steady_clock::time_point next_{};
+  uint64_t skipped_ = 0;
+};
+
+// Per-client limits count an IPv4 address, or an IPv6 /64 (what one host
+// is usually given, so that it cannot take a new address per connection).
+using ClientKey = std::array<unsigned char, 17>;
+
+ClientKey client_key(const asio::ip::address& a) {
+  ClientKey k{};
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) return client_key(asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()));
+  if (a.is_v4()) {
+    auto b = a.to_v4().to_bytes();
+    std::copy(b.begin(), b.end(), k.begin());
+    k[16] = 4;
+  } else {
+    auto b = a.to_v6().to_bytes();
+    std::copy(b.begin(), b.begin() + 8, k.begin());
+    k[16] = 6;
+  }
+  return k;
 }
 
 }  // namespace
 
+// What the connection books keep of a session (guarded by Impl::slots_mu).
+struct Tracked {
+  virtual ~Tracked() = default;
+  // Closes the connection (from any thread: posted to its strand).
+  virtual void evict() = 0;
+  ClientKey client{};
+  std::string peer;       // the client's address, for log lines
+  bool counted = false;   // holds a slot
+  bool pending = false;   // has not authenticated yet
+  std::list<std::weak_ptr<Tracked>>::iterator pending_at;
+};
+
 struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   Impl(asio::io_context& i, asio::thread_pool& w, Core& c, ServerOptions o)
-      : ioc(i), worker(w), core(c), api(c), opt(std::move(o)), acceptor(asio::make_strand(i)) {}
+      : ioc(i),
+        worker(w),
+        core(c),
+        api(c),
+        opt(std::move(o)),
+        acceptor(asio::make_strand(i)),
+        accept_pause(acceptor.get_executor()) {}
 
   asio::io_context& ioc;
   asio::thread_pool& worker;
@@ -55,30 +148,76 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   Api api;
   ServerOptions opt;
   tcp::acceptor acceptor;
-  std::optional<asio::ssl::context> tls;
-  std::atomic<int> live{0};
+  asio::steady_timer accept_pause;
+  std::shared_ptr<asio::ssl::context> tls;
   bool stopped = false;
 
+  // Connection slots. Every connection holds one of api.max_connections;
+  // those that have not yet sent an authenticated request are also counted
+  // per client address (at most api.max_unauthenticated_per_client) and
+  // queued oldest first: when every slot is taken, the oldest of them is
+  // closed to make room, so clients without a token can never keep the
+  // control plane out. Authenticated connections are never closed for room.
+  std::mutex slots_mu;
+  int live = 0;
+  std::map<ClientKey, int> pending_by_client;
+  std::list<std::weak_ptr<Tracked>> pending;
+
+  LogLimiter refused_log, handshake_log, accept_log;
+
+  // glibc keeps the pages of freed memory (the arenas of the I/O thread and
+  // the worker, fragmented by a large document's small nodes): after a large
+  // request, give them back. On the worker, queued behind the work that
+  // freed them; bursts share one trim.
+  std::atomic<bool> trim_queued{false};
+  void trim_soon() {
+    if (trim_queued.exchange(true)) return;
+    asio::post(worker, [self = shared_from_this()] {
+      self->trim_queued = false;
+      ::malloc_trim(0);
+    });
+  }
+
   void do_accept();
+  void on_accept(beast::error_code ec, tcp::socket sock);
+  template <class S>
+  void admit(const std::shared_ptr<S>& s);
+  void drop_pending(Tracked& s);  // with slots_mu held
+  void authenticated(Tracked& s) {
+    std::lock_guard g(slots_mu);
+    drop_pending(s);
+  }
+  void release(Tracked& s) {
+    std::lock_guard g(slots_mu);
+    if (!s.counted) return;
+    drop_pending(s);
+    --live;
+  }
 };
 
 namespace {
 
 template <class Stream>
-class Session : public std::enable_shared_from_this<Session<Stream>> {
+class Session : public Tracked, public std::enable_shared_from_this<Session<Stream>> {
  public:
   template <class... Args>
-  Session(std::shared_ptr<Server::Impl> srv, Args&&... args)
+  Session(std::shared_ptr<Server::Impl> srv, const tcp::endpoint& remote, Args&&... args)
       : srv_(std::move(srv)), stream_(std::forward<Args>(args)...), timer_(stream_.get_executor()) {
-    ++srv_->live;
+    client = client_key(remote.address());
+    peer = remote.address().to_string();
   }
-  ~Session() {
+  ~Session() override {
     if (sub_) srv_->core.unsubscribe(*sub_);
-    --srv_->live;
+    srv_->release(*this);
+    if (large_) srv_->trim_soon();
   }
 
   void run() {
     asio::dispatch(stream_.get_executor(), beast::bind_front_handler(&Session::on_run, this->shared_from_this()));
+  }
+
+  void evict() override {
+    asio::post(stream_.get_executor(), [self = this->shared_from_this()] { self->lowest().close(); });
   }
 
  private:
@@ -97,7 +236,12 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
   void on_handshake(beast::error_code ec) {
-    if (ec) return fail(ec, "tls handshake");
+    if (ec) {
+      if (ec == asio::error::operation_aborted) return;
+      if (routine(ec)) return api_log()->debug("tls handshake with {}: {}", peer, ec.message());
+      return srv_->handshake_log(
+          [&](const std::string& more) { api_log()->info("tls handshake with {}: {}{}", peer, ec.message(), more); });
+    }
     if constexpr (kTls) {
       // verify_peer already refused a certificate from another CA during the
       // handshake; a client without a certificate may still use the token.
@@ -106,9 +250,16 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
         X509* cert = SSL_get1_peer_certificate(ssl);
         ctx_.client_cert_verified = cert != nullptr && SSL_get_verify_result(ssl) == X509_V_OK;
         if (cert) X509_free(cert);
+        if (ctx_.client_cert_verified) authenticated();
       }
     }
     do_read();
+  }
+
+  void authenticated() {
+    if (authenticated_) return;
+    authenticated_ = true;
+    srv_->authenticated(*this);
   }
 
   void do_read() {
@@ -128,6 +279,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       route_ = "other";
       if (parser_->is_header_done()) route_ = std::string(Api::route_of(std::string_view(parser_->get().target().data(), parser_->get().target().size())));
       linger_ = true;  // the rest of the body may still be on its way
+      large_ = true;
       return send(Api::error(413, "payload_too_large",
                              "the request body is larger than " + std::to_string(kMaxBody) + " bytes", "", 11, false));
     }
@@ -142,6 +294,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     lowest().expires_never();
     req_ = parser_->release();
     t0_ = std::chrono::steady_clock::now();
+    large_ = req_.body().size() > kLargeRequest;
+    if (!authenticated_ && srv_->core.check_token(std::string_view(req_[http::field::authorization].data(),
+                                                                   req_[http::field::authorization].size())) ==
+                               AuthResult::Ok)
+      authenticated();
     route_ = std::string(Api::route_of(std::string_view(req_.target().data(), req_.target().size())));
     dispatch(srv_->api.handle(req_, ctx_));
   }
@@ -170,15 +327,51 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     timer_.async_wait([self = this->shared_from_this()](beast::error_code ec) {
       if (!ec) self->wake();
     });
+    watch();
+  }
+
+  // While the long-poll waits, read the socket: a client that closes ends
+  // the wait and frees the slot at once.
+  void watch() {
+    watching_ = true;
+    stream_.async_read_some(buffer_.prepare(kWatchBytes),
+                            beast::bind_front_handler(&Session::on_watch, this->shared_from_this()));
+  }
+
+  void on_watch(beast::error_code ec, size_t n) {
+    watching_ = false;
+    buffer_.commit(n);
+    if (woken_) return answer_again();  // wake() cancelled this read to answer
+    if (!sub_) return;
+    if (ec) {
+      // The client went away (or broke the connection): nobody to answer.
+      srv_->core.unsubscribe(*sub_);
+      sub_.reset();
+      timer_.cancel();
+      return lowest().close();
+    }
+    if (buffer_.size() < kHeaderLimit) watch();  // a pipelined request: parsed after the answer
   }
 
   // Long-poll ends: the generation moved or the wait passed. Answer with
-  // whatever is current (200 with the new ETag, or 304).
+  // whatever is current (200 with the new ETag, or 304), once the watching
+  // read is out of the way (one read or write at a time on the stream).
   void wake() {
     if (!sub_) return;
     srv_->core.unsubscribe(*sub_);
     sub_.reset();
     timer_.cancel();
+    if (watching_) {
+      woken_ = true;
+      beast::error_code ignored;
+      lowest().socket().cancel(ignored);
+      return;
+    }
+    answer_again();
+  }
+
+  void answer_again() {
+    woken_ = false;
     RequestContext again = ctx_;
     again.allow_long_poll = false;
     dispatch(srv_->api.handle(req_, again));
@@ -194,6 +387,18 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   void on_write(beast::error_code ec, size_t) {
     if (ec) return fail(ec, "write");
+    if (large_) {
+      // Kept alive, this connection would hold the large request's memory
+      // until its next request, and beyond: assigning a short string keeps
+      // the long one's allocation (libstdc++ copies into it). Moved out and
+      // destroyed instead.
+      large_ = false;
+      { Request gone = std::move(req_); }
+      { Response gone = std::move(res_); }
+      parser_.reset();
+      if (buffer_.size() == 0) buffer_.shrink_to_fit();
+      srv_->trim_soon();
+    }
     if (!keep_alive_) return linger_ ? linger_close() : close();
     if (buffer_.size() > 0) return do_read();  // pipelined request already here
     if constexpr (kTls) {
@@ -274,32 +479,144 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   bool keep_alive_ = false;
   bool idle_expired_ = false;
   bool linger_ = false;
+  bool authenticated_ = false;
+  bool large_ = false;
+  bool watching_ = false;
+  bool woken_ = false;
   size_t drained_ = 0;
   std::array<char, 4096> drain_{};
 };
 
 }  // namespace
 
+void Server::Impl::drop_pending(Tracked& s) {
+  if (!s.pending) return;
+  s.pending = false;
+  pending.erase(s.pending_at);
+  auto it = pending_by_client.find(s.client);
+  if (--it->second == 0) pending_by_client.erase(it);
+}
+
+template <class S>
+void Server::Impl::admit(const std::shared_ptr<S>& s) {
+  std::shared_ptr<Tracked> evicted;
+  enum { Yes, PerClient, Full } verdict = Yes;
+  {
+    std::lock_guard g(slots_mu);
+    auto it = pending_by_client.find(s->client);
+    if (it != pending_by_client.end() && it->second >= opt.api.max_unauthenticated_per_client) {
+      verdict = PerClient;
+    } else if (live >= opt.api.max_connections) {
+      for (auto& w : pending)
+        if ((evicted = w.lock())) break;
+      if (evicted) drop_pending(*evicted);
+      else verdict = Full;
+    }
+    if (verdict == Yes) {
+      ++live;
+      s->counted = true;
+      s->pending = true;
+      s->pending_at = pending.insert(pending.end(), s);
+      ++pending_by_client[s->client];
+    }
+  }
+  if (verdict == PerClient)
+    return refused_log([&](const std::string& more) {
+      api_log()->warn("closing a new connection from {}: {} connections from that address have not authenticated "
+                      "yet (api.max_unauthenticated_per_client){}",
+                      s->peer, opt.api.max_unauthenticated_per_client, more);
+    });
+  if (verdict == Full)
+    return refused_log([&](const std::string& more) {
+      api_log()->warn("connection cap ({}) reached and every connection has authenticated: closing a new connection "
+                      "from {}{}",
+                      opt.api.max_connections, s->peer, more);
+    });
+  if (evicted) {
+    evicted->evict();
+    refused_log([&](const std::string& more) {
+      api_log()->warn("connection cap ({}) reached: closing the oldest connection that has not authenticated (from "
+                      "{}) to admit one from {}{}",
+                      opt.api.max_connections, evicted->peer, s->peer, more);
+    });
+  }
+  s->run();
+}
+
+void Server::Impl::on_accept(beast::error_code ec, tcp::socket sock) {
+  if (stopped) return;
+  if (ec) {
+    accept_log([&](const std::string& more) {
+      api_log()->warn("accept: {}{}{}", ec.message(),
+                      ec == asio::error::no_descriptors || ec.value() == ENFILE
+                          ? " (raise LimitNOFILE, or lower api.max_connections); accepting again in 100 ms"
+                          : "",
+                      more);
+    });
+    // A client that reset before it was accepted is nothing; anything else
+    // would fail again at once (EMFILE, ENFILE, ENOBUFS): pause first.
+    if (ec != asio::error::connection_aborted) {
+      accept_pause.expires_after(kAcceptPause);
+      accept_pause.async_wait([self = shared_from_this()](beast::error_code tec) {
+        if (!tec && !self->stopped) self->do_accept();
+      });
+      return;
+    }
+    return do_accept();
+  }
+  ::fcntl(sock.native_handle(), F_SETFD, FD_CLOEXEC);  // see start(): children must not hold it
+  beast::error_code pec;
+  const tcp::endpoint remote = sock.remote_endpoint(pec);
+  if (pec) return do_accept();  // already gone
+  if (tls)
+    admit(std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(shared_from_this(), remote, std::move(sock),
+                                                                          *tls));
+  else
+    admit(std::make_shared<Session<beast::tcp_stream>>(shared_from_this(), remote, std::move(sock)));
+  do_accept();
+}
+
 void Server::Impl::do_accept() {
   acceptor.async_accept(asio::make_strand(ioc), [self = shared_from_this()](beast::error_code ec, tcp::socket sock) {
-    if (!ec) ::fcntl(sock.native_handle(), F_SETFD, FD_CLOEXEC);  // see start(): children must not hold it
-    if (ec) {
-      if (self->stopped) return;
-      fail(ec, "accept");
-    } else if (self->live.load() >= self->opt.api.max_connections) {
-      // Over the cap: close at once rather than queue, so a flood cannot
-      // starve the control plane of memory or file descriptors.
-      static auto log = fa::logger("api");
-      log->warn("connection cap ({}) reached: closing a new connection", self->opt.api.max_connections);
-      beast::error_code ignored;
-      sock.close(ignored);
-    } else if (self->tls) {
-      std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(self, std::move(sock), *self->tls)->run();
-    } else {
-      std::make_shared<Session<beast::tcp_stream>>(self, std::move(sock))->run();
-    }
-    if (!self->stopped) self->do_accept();
+    self->on_accept(ec, std::move(sock));
   });
+}
+
+Result<std::shared_ptr<asio::ssl::context>> load_tls_context(const TlsConfig& t) {
+  try {
+    auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
+    ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                     asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1 |
+                     asio::ssl::context::single_dh_use);
+    // Each file is opened first, so that a missing or unreadable one is
+    // named with the system's reason rather than as an OpenSSL error.
+    auto load = [](const char* key, const std::string& path, const std::string& accepted, auto&& use) -> Status {
+      Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+      if (!fd.valid()) return Error::from_errno(std::string(key) + ": " + path);
+      beast::error_code ec;
+      use(ec);
+      if (ec) return Error{std::string(key) + ": " + path + ": " + ec.message() + " (accepted: " + accepted + ")"};
+      return {};
+    };
+    if (auto s = load("tls.cert", t.cert, "a PEM certificate chain, the server's first",
+                      [&](beast::error_code& ec) { ctx->use_certificate_chain_file(t.cert, ec); });
+        !s)
+      return s.take_error();
+    if (auto s = load("tls.key", t.key, "the PEM private key of tls.cert " + t.cert,
+                      [&](beast::error_code& ec) { ctx->use_private_key_file(t.key, asio::ssl::context::pem, ec); });
+        !s)
+      return s.take_error();
+    if (t.mutual()) {
+      if (auto s = load("tls.client_ca", t.client_ca, "PEM CA certificates",
+                        [&](beast::error_code& ec) { ctx->load_verify_file(t.client_ca, ec); });
+          !s)
+        return s.take_error();
+      ctx->set_verify_mode(asio::ssl::verify_peer);
+    }
+    return ctx;
+  } catch (const boost::system::system_error& e) {
+    return Error{std::string("tls: ") + e.what()};
+  }
 }
 
 Server::Server(asio::io_context& ioc, asio::thread_pool& worker, Core& core, ServerOptions opt)
@@ -307,7 +624,10 @@ Server::Server(asio::io_context& ioc, asio::thread_pool& worker, Core& core, Ser
 
 Server::~Server() { stop(); }
 
-int Server::live_connections() const { return impl_->live.load(); }
+int Server::live_connections() const {
+  std::lock_guard g(impl_->slots_mu);
+  return impl_->live;
+}
 
 Result<uint16_t> Server::start() {
   auto hp = parse_host_port(impl_->opt.listen);
@@ -317,21 +637,11 @@ Result<uint16_t> Server::start() {
                  "': plain HTTP on a non-loopback address is refused (set tls.cert/tls.key, or "
                  "allow_plain_http_on_non_loopback: true)"};
   if (impl_->opt.tls.enabled()) {
-    try {
-      asio::ssl::context ctx(asio::ssl::context::tls_server);
-      ctx.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
-                      asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1 |
-                      asio::ssl::context::single_dh_use);
-      ctx.use_certificate_chain_file(impl_->opt.tls.cert);
-      ctx.use_private_key_file(impl_->opt.tls.key, asio::ssl::context::pem);
-      if (impl_->opt.tls.mutual()) {
-        ctx.load_verify_file(impl_->opt.tls.client_ca);
-        ctx.set_verify_mode(asio::ssl::verify_peer);
-      }
-      impl_->tls.emplace(std::move(ctx));
-    } catch (const boost::system::system_error& e) {
-      return Error{"tls: " + std::string(e.what()) + " (cert " + impl_->opt.tls.cert + ", key " + impl_->opt.tls.key +
-                   (impl_->opt.tls.mutual() ? ", client_ca " + impl_->opt.tls.client_ca : "") + ")"};
+    impl_->tls = impl_->opt.tls_context;
+    if (!impl_->tls) {
+      auto t = load_tls_context(impl_->opt.tls);
+      if (!t) return t.take_error();
+      impl_->tls = std::move(*t);
     }
   }
   beast::error_code ec;
@@ -359,6 +669,7 @@ void Server::stop() {
   asio::post(impl_->acceptor.get_executor(), [impl = impl_] {
     beast::error_code ec;
     impl->acceptor.close(ec);
+    impl->accept_pause.cancel();
   });
 }
 

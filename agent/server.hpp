@@ -3,7 +3,8 @@
 // sessions that own their socket and run on their own strand, every resource
 // bounded (1 MiB body -> 413, 16 KiB of headers, a whole-request read timeout
 // against clients that dribble bytes, an idle timeout on kept-alive
-// connections, a cap on connections), one fail() reporting point.
+// connections, a cap on connections in which clients without a token give
+// way to the control plane), one fail() reporting point.
 // TLS (and mutual TLS) through asio::ssl on OpenSSL.
 #pragma once
 
@@ -17,15 +18,26 @@
 #include "common/config.hpp"
 #include "common/result.hpp"
 
+namespace boost::asio::ssl {
+class context;
+}
+
 namespace fa::agent {
+
+// The server's TLS context from tls.cert, tls.key and tls.client_ca, each
+// file loaded and checked (the key is the certificate's; the CA file holds
+// certificates). The error names the setting and the file. `run` calls it
+// right after reading the config, before anything else is touched.
+Result<std::shared_ptr<boost::asio::ssl::context>> load_tls_context(const TlsConfig& tls);
 
 struct ServerOptions {
   std::string listen = "127.0.0.1:0";
   bool allow_plain_http_on_non_loopback = false;
   TlsConfig tls;
   ApiConfig api;
+  std::shared_ptr<boost::asio::ssl::context> tls_context;  // from load_tls_context; null: loaded by start()
   static ServerOptions from(const Config& c) {
-    return ServerOptions{c.listen, c.allow_plain_http_on_non_loopback, c.tls, c.api};
+    return ServerOptions{c.listen, c.allow_plain_http_on_non_loopback, c.tls, c.api, nullptr};
   }
 };
 

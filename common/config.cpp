@@ -40,7 +40,8 @@ fabric:
   hcas: []          # restrict to these HCAs, e.g. [mlx5_0, mlx5_1:1]
   lldpd_socket: ""  # lldpd's control socket for LLDP neighbours; empty: lldpd's default
 api:
-  max_connections: 512
+  max_connections: 512              # when full, the oldest connection without a token makes room
+  max_unauthenticated_per_client: 32  # per client address (IPv6: per /64)
   read_timeout: 10s
   idle_timeout: 60s
   max_wait: 300s    # cap on GET /v1/status?wait=N
@@ -335,6 +336,10 @@ Config walk(const YAML::Node& root, const Walker& w) {
                        {
                            {"max_connections",
                             [&](const YAML::Node& x, const std::string& q) { c.api.max_connections = static_cast<int>(w.integer(x, q, 1, 100000)); }},
+                           {"max_unauthenticated_per_client",
+                            [&](const YAML::Node& x, const std::string& q) {
+                              c.api.max_unauthenticated_per_client = static_cast<int>(w.integer(x, q, 1, 100000));
+                            }},
                            {"read_timeout", [&](const YAML::Node& x, const std::string& q) { c.api.read_timeout = w.duration(x, q, 1, 600); }},
                            {"idle_timeout", [&](const YAML::Node& x, const std::string& q) { c.api.idle_timeout = w.duration(x, q, 1, 3600); }},
                            {"max_wait", [&](const YAML::Node& x, const std::string& q) { c.api.max_wait = w.duration(x, q, 1, 300); }},

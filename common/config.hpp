@@ -62,6 +62,9 @@ struct PodsConfig {
 // Bounds on the HTTP API, against slow or greedy clients.
 struct ApiConfig {
   int max_connections = 512;
+  // Connections from one client address (an IPv6 /64) that have not yet
+  // sent an authenticated request; more are closed at accept.
+  int max_unauthenticated_per_client = 32;
   std::chrono::seconds read_timeout{10};   // whole request (headers + body) must arrive within this
   std::chrono::seconds idle_timeout{60};   // keep-alive connection with no request
   std::chrono::seconds max_wait{300};      // cap on GET /v1/status?wait=N

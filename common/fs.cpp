@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "common/fd.hpp"
+#include "common/secure.hpp"
 
 namespace fa {
 
@@ -59,8 +60,13 @@ Result<std::string> read_text_file(const std::string& path, size_t max_bytes) {
     out.resize(len);
   } else {
     // sysfs and procfs report a size that says nothing (4096, 0): a page
-    // at a time, the usual few bytes in one read.
+    // at a time, the usual few bytes in one read. Small files include the
+    // token and key files: the stack copy is wiped, whatever the file.
     char buf[4096];
+    struct Wipe {
+      char (&b)[4096];
+      ~Wipe() { secure_wipe(b, sizeof b); }
+    } wipe{buf};
     for (;;) {
       auto n = read_some(fd.get(), buf, sizeof buf, path);
       if (!n) return n.take_error();

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string_view>
 #include <thread>
@@ -51,8 +52,14 @@ namespace {
 // size so a wedged wireguard-go cannot hang the agent. The end test looks
 // only at the last line, never rescans what came before.
 Result<std::string> read_reply(int fd) {
+  // A get reply starts with the private key: no copy of it is left in a
+  // buffer freed unwiped (on growth, on an error, in the stack chunk).
   std::string buf;
   buf.reserve(64 * 1024);
+  auto fail = [&buf](Error e) {
+    fa::secure_wipe(buf.data(), buf.size());
+    return e;
+  };
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   char tmp[65536];
   for (;;) {
@@ -60,20 +67,27 @@ Result<std::string> read_reply(int fd) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return Error{"UAPI: no complete reply within 10 s"};
+      if (left.count() <= 0) return fail(Error{"UAPI: no complete reply within 10 s"});
       pollfd p{fd, POLLIN, 0};
       int pr = ::poll(&p, 1, static_cast<int>(left.count()));
-      if (pr < 0 && errno != EINTR) return Error::from_errno("UAPI poll");
+      if (pr < 0 && errno != EINTR) return fail(Error::from_errno("UAPI poll"));
       continue;
     }
     if (n < 0) {
       if (errno == EINTR) continue;
-      return Error::from_errno("UAPI read");
+      return fail(Error::from_errno("UAPI read"));
     }
-    if (n == 0) return Error{"UAPI: connection closed before the reply ended"};
+    if (n == 0) return fail(Error{"UAPI: connection closed before the reply ended"});
+    if (buf.size() + static_cast<size_t>(n) > buf.capacity()) {
+      std::string bigger;
+      bigger.reserve(std::max(buf.capacity() * 2, buf.size() + static_cast<size_t>(n)));
+      bigger.append(buf);
+      fa::secure_wipe(buf.data(), buf.size());
+      buf.swap(bigger);
+    }
     buf.append(tmp, static_cast<size_t>(n));
     fa::secure_wipe(tmp, static_cast<size_t>(n));
-    if (buf.size() > (256u << 20)) return Error{"UAPI: reply larger than 256 MiB"};
+    if (buf.size() > (256u << 20)) return fail(Error{"UAPI: reply larger than 256 MiB"});
     // Complete when it ends with "errno=N\n\n": the last line is errno=.
     if (buf.size() >= 2 && buf.compare(buf.size() - 2, 2, "\n\n") == 0) {
       auto prev = buf.size() >= 3 ? buf.rfind('\n', buf.size() - 3) : std::string::npos;

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
@@ -48,10 +49,12 @@ struct TempDir {
 class AgentProcess {
  public:
   // `extra_yaml` is appended to a config with listen on 127.0.0.1:0 and the
-  // state in dir/state.
+  // state in dir/state. `in_child` runs in the child before the exec (resource
+  // limits, working directory).
   AgentProcess(const std::string& dir, const std::string& extra_yaml, bool wait_ready = true,
-               const std::string& listen = "127.0.0.1:0", std::vector<std::string> env = {})
-      : dir_(dir), env_(std::move(env)) {
+               const std::string& listen = "127.0.0.1:0", std::vector<std::string> env = {},
+               std::function<void()> in_child = {})
+      : dir_(dir), env_(std::move(env)), in_child_(std::move(in_child)) {
     config_ = dir + "/agent.yaml";
     log_ = dir + "/agent.log";
     // The pods socket and CDI dir in the test's dir too (never the host's),
@@ -73,6 +76,7 @@ class AgentProcess {
       ::dup2(fd, 2);
       ::dup2(fd, 1);
       for (auto& e : env_) ::putenv(e.data());
+      if (in_child_) in_child_();
       std::string bin = agent_binary();
       ::execl(bin.c_str(), bin.c_str(), "run", "--config", config_.c_str(), nullptr);
       ::_exit(127);
@@ -110,8 +114,11 @@ class AgentProcess {
     int status = 0;
     ::waitpid(pid_, &status, 0);
     pid_ = -1;
+    status_ = status;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
   }
+  // The raw wait status of the last stop() (WCOREDUMP and the like).
+  int wait_status() const { return status_; }
   // Waits for an exit that happens by itself (bad config, refused listen).
   int wait_exit() {
     int status = 0;
@@ -150,7 +157,9 @@ class AgentProcess {
  private:
   std::string dir_, config_, log_;
   std::vector<std::string> env_;
+  std::function<void()> in_child_;
   pid_t pid_ = -1;
+  int status_ = 0;
   int port_ = 0;
   size_t scan_from_ = 0;
 };

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/stat.h>
@@ -386,40 +387,171 @@ TEST_CASE("server: TLS and mutual TLS", "[server][tls]") {
   CHECK(rc != 0);
 }
 
-TEST_CASE("server: connections over the cap are closed at once", "[server]") {
-  TempDir d;
-  AgentProcess a(d.path, "api: {max_connections: 2, idle_timeout: 60s}\n");
-  // Two kept-alive connections, each proven accepted by a full exchange.
-  auto open_one = [&] {
-    int fd = connect_loopback(a.port());
-    const std::string req = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
-    REQUIRE(::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size()));
-    char buf[1024];
-    REQUIRE(::recv(fd, buf, sizeof buf, 0) > 0);
-    return fd;
-  };
-  int c1 = open_one(), c2 = open_one();
-  int c3 = connect_loopback(a.port());
-  char buf[64];
-  pollfd p{c3, POLLIN, 0};
-  REQUIRE(::poll(&p, 1, 10000) == 1);
-  CHECK(::recv(c3, buf, sizeof buf, 0) <= 0);  // closed without an answer
-  ::close(c3);
-  ::close(c1);
-  // A slot frees up once the server sees the close.
-  bool served = false;
-  for (int i = 0; i < 100 && !served; ++i) {
-    int fd = connect_loopback(a.port());
-    const std::string req = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-    ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
-    pollfd q{fd, POLLIN, 0};
-    if (::poll(&q, 1, 2000) == 1 && ::recv(fd, buf, sizeof buf, 0) > 0) served = true;
-    ::close(fd);
-    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+namespace {
+// `openssl s_server` on a free loopback port with the given certificate: a
+// TLS peer that prints every byte a client sends it after the handshake.
+class TlsPeer {
+ public:
+  TlsPeer(const std::string& dir, const std::string& cert, const std::string& key) : out_(dir + "/s_server.out") {
+    int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port_ = ntohs(a.sin_port);
+    ::close(s);
+    int in[2];
+    REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(in[0], 0);  // stdin held open: s_server quits on its EOF
+      int fd = ::open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      const std::string accept = "127.0.0.1:" + std::to_string(port_);
+      ::execlp("openssl", "openssl", "s_server", "-accept", accept.c_str(), "-cert", cert.c_str(), "-key", key.c_str(),
+               nullptr);
+      ::_exit(127);
+    }
+    ::close(in[0]);
+    stdin_ = in[1];
+    for (int i = 0; i < 100 && read_all(out_).find("ACCEPT") == std::string::npos; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    REQUIRE(read_all(out_).find("ACCEPT") != std::string::npos);
   }
-  CHECK(served);
-  ::close(c2);
-  CHECK(a.log().find("connection cap (2) reached") != std::string::npos);
+  ~TlsPeer() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    ::close(stdin_);
+  }
+  std::string url() const { return "https://127.0.0.1:" + std::to_string(port_); }
+  std::string received() const { return read_all(out_); }
+
+ private:
+  std::string out_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+  int stdin_ = -1;
+};
+}  // namespace
+
+TEST_CASE("client: the token goes only to a server whose certificate is verified and names the host", "[server][tls]") {
+  TempDir d;
+  make_pki(d.path);
+  const std::string p = d.path + "/";
+  // A certificate from the trusted CA, but for another host.
+  int rc = -1;
+  sh("cd " + d.path +
+         " && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=other -keyout other.key -out "
+         "other.csr 2>/dev/null && printf 'subjectAltName=DNS:other.example,IP:192.0.2.7\\n' > other.ext && openssl "
+         "x509 -req -in other.csr -CA caA.pem -CAkey caA.key -CAcreateserial -days 1 -extfile other.ext -out other.pem "
+         "2>/dev/null",
+     &rc);
+  REQUIRE(rc == 0);
+  const std::string token = "tok-" + std::string(40, 'q');
+  auto send_to = [&](const TlsPeer& peer, const std::string& ca) {
+    ClientOptions o;
+    o.token = token;
+    o.ca_file = ca;
+    o.timeout = std::chrono::milliseconds(1500);  // s_server never answers
+    return http_request(*parse_url(peer.url()), "GET", "/v1/status", "", o);
+  };
+
+  SECTION("a certificate no trusted CA signed, without --ca-file") {
+    TlsPeer impostor(d.path, p + "intruder.pem", p + "intruder.key");
+    auto r = send_to(impostor, "");
+    REQUIRE_FALSE(r.ok());
+    INFO(r.error().message);
+    CHECK(r.error().message.find("tls handshake") != std::string::npos);
+    CHECK(r.error().message.find("give --ca-file") != std::string::npos);
+    CHECK(impostor.received().find(token) == std::string::npos);
+  }
+  SECTION("a certificate from the CA given, for another host") {
+    TlsPeer impostor(d.path, p + "other.pem", p + "other.key");
+    auto r = send_to(impostor, p + "caA.pem");
+    REQUIRE_FALSE(r.ok());
+    INFO(r.error().message);
+    CHECK(r.error().message.find("tls handshake") != std::string::npos);
+    CHECK(r.error().message.find("mismatch") != std::string::npos);
+    CHECK(impostor.received().find(token) == std::string::npos);
+  }
+  SECTION("the server's own certificate: the token is sent (what the checks above would see)") {
+    TlsPeer server(d.path, p + "server.pem", p + "server.key");
+    auto r = send_to(server, p + "caA.pem");  // times out: s_server does not answer
+    CHECK_FALSE(r.ok());
+    CHECK(server.received().find("Authorization: Bearer " + token) != std::string::npos);
+  }
+}
+
+TEST_CASE("client: a server that accepts and never answers is given up at the deadline", "[server]") {
+  // A listening socket nobody accepts from: the kernel completes the
+  // handshake, nothing is ever read or written.
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::listen(s, 8) == 0);
+  REQUIRE(::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  for (const std::string scheme : {"http", "https"}) {
+    ClientOptions o;
+    o.timeout = std::chrono::milliseconds(500);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = http_request(*parse_url(scheme + "://127.0.0.1:" + std::to_string(ntohs(a.sin_port))), "GET",
+                          "/v1/status", "", o);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    REQUIRE_FALSE(r.ok());
+    INFO(scheme << ": " << r.error().message);
+    CHECK(r.error().message.find("timeout") != std::string::npos);
+    CHECK(took < std::chrono::seconds(3));
+  }
+  ::close(s);
+}
+
+TEST_CASE("server: bad TLS files stop the start before anything is touched, naming the setting and the file",
+          "[server][tls]") {
+  TempDir d;
+  make_pki(d.path);
+  const std::string p = d.path + "/";
+  struct Case {
+    std::string tls, says;
+  } cases[] = {
+      {"{cert: " + p + "server.pem, key: " + p + "client.key}",
+       "tls.key: " + p + "client.key: key values mismatch (accepted: the PEM private key of tls.cert " + p +
+           "server.pem)"},
+      {"{cert: " + p + "server.pem, key: " + p + "absent.key}", "tls.key: " + p + "absent.key: No such file or directory"},
+      {"{cert: " + p + "server.key, key: " + p + "server.key}", "tls.cert: " + p + "server.key: "},
+      {"{cert: " + p + "server.pem, key: " + p + "server.key, client_ca: " + p + "nothing.pem}",
+       "tls.client_ca: " + p + "nothing.pem: No such file or directory"},
+  };
+  for (const auto& c : cases) {
+    TempDir run;
+    AgentProcess a(run.path, "tls: " + c.tls + "\n", false);
+    CHECK(a.wait_exit() == 1);
+    INFO(a.log());
+    CHECK(a.log().find(c.says) != std::string::npos);
+    // Neither the state directory nor the token: the check came first.
+    CHECK_FALSE(std::filesystem::exists(run.path + "/state"));
+  }
+}
+
+TEST_CASE("server: a crashing daemon leaves no core dump (it holds the token and the keys)", "[server]") {
+  TempDir d;
+  // Everything a core needs: no size limit, and a writable working
+  // directory for the kernel's default core_pattern ("core").
+  AgentProcess a(d.path, "", true, "127.0.0.1:0", {}, [dir = d.path] {
+    rlimit r{RLIM_INFINITY, RLIM_INFINITY};
+    ::setrlimit(RLIMIT_CORE, &r);
+    if (::chdir(dir.c_str()) != 0) ::_exit(126);
+  });
+  REQUIRE(call(a, "GET", "/v1/status").status == 200);  // the token is in memory
+  CHECK(a.stop(SIGSEGV) < 0);  // by the signal (AddressSanitizer's handler turns it into SIGABRT)
+  CHECK_FALSE(WCOREDUMP(a.wait_status()));
+  for (const auto& e : std::filesystem::directory_iterator(d.path))
+    CHECK(e.path().filename().string().rfind("core", 0) != 0);
 }
 
 TEST_CASE("server: sd_notify READY after startup, watchdog pings", "[server]") {
