@@ -8,6 +8,7 @@
 
 #include <array>
 #include <atomic>
+#include <deque>
 #include <list>
 #include <map>
 #include <mutex>
@@ -178,6 +179,49 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
     });
   }
 
+  // Long-polls waiting for the status to move. The server holds one
+  // subscription to the core for all of them; when the generation moves
+  // they are woken kWakeBatch at a time, each batch a handler of its own, so
+  // that a request arriving while hundreds are answered is served between
+  // two batches, not after the last one.
+  static constexpr size_t kWakeBatch = 16;
+  std::mutex waiting_mu;
+  uint64_t next_waiter = 0;
+  std::map<uint64_t, std::function<void(uint64_t)>> waiting;
+  std::deque<std::pair<uint64_t, std::function<void(uint64_t)>>> waking;  // I/O thread only
+  bool wake_queued = false;                                               // I/O thread only
+  std::optional<uint64_t> core_sub;
+
+  uint64_t wait_for_change(std::function<void(uint64_t)> wake) {
+    std::lock_guard g(waiting_mu);
+    uint64_t id = ++next_waiter;
+    waiting.emplace(id, std::move(wake));
+    return id;
+  }
+  void stop_waiting(uint64_t id) {
+    std::lock_guard g(waiting_mu);
+    waiting.erase(id);
+  }
+  void generation_moved() {
+    {
+      std::lock_guard g(waiting_mu);
+      for (auto& w : waiting) waking.emplace_back(w.first, std::move(w.second));
+      waiting.clear();
+    }
+    if (!wake_queued) wake_some();
+  }
+  void wake_some() {
+    wake_queued = false;
+    for (size_t i = 0; i < kWakeBatch && !waking.empty(); ++i) {
+      auto w = std::move(waking.front());
+      waking.pop_front();
+      w.second(w.first);
+    }
+    if (waking.empty()) return;
+    wake_queued = true;
+    asio::post(ioc, [self = shared_from_this()] { self->wake_some(); });
+  }
+
   void do_accept();
   void on_accept(beast::error_code ec, tcp::socket sock);
   template <class S>
@@ -207,7 +251,7 @@ class Session : public Tracked, public std::enable_shared_from_this<Session<Stre
     peer = remote.address().to_string();
   }
   ~Session() override {
-    if (sub_) srv_->core.unsubscribe(*sub_);
+    if (sub_) srv_->stop_waiting(*sub_);
     srv_->release(*this);
     if (large_) srv_->trim_soon();
   }
@@ -317,9 +361,9 @@ class Session : public Tracked, public std::enable_shared_from_this<Session<Stre
     const LongPoll lp = std::get<LongPoll>(o);
     std::weak_ptr<Session> weak = this->shared_from_this();
     auto exec = stream_.get_executor();
-    sub_ = srv_->core.subscribe([weak, exec] {
-      asio::post(exec, [weak] {
-        if (auto self = weak.lock()) self->wake();
+    sub_ = srv_->wait_for_change([weak, exec](uint64_t id) {
+      asio::dispatch(exec, [weak, id] {
+        if (auto self = weak.lock(); self && self->sub_ == id) self->wake();  // not a later long-poll's
       });
     });
     if (srv_->core.snapshot()->generation != lp.generation) return wake();  // moved before we subscribed
@@ -345,7 +389,7 @@ class Session : public Tracked, public std::enable_shared_from_this<Session<Stre
     if (!sub_) return;
     if (ec) {
       // The client went away (or broke the connection): nobody to answer.
-      srv_->core.unsubscribe(*sub_);
+      srv_->stop_waiting(*sub_);
       sub_.reset();
       timer_.cancel();
       return lowest().close();
@@ -358,7 +402,7 @@ class Session : public Tracked, public std::enable_shared_from_this<Session<Stre
   // read is out of the way (one read or write at a time on the stream).
   void wake() {
     if (!sub_) return;
-    srv_->core.unsubscribe(*sub_);
+    srv_->stop_waiting(*sub_);
     sub_.reset();
     timer_.cancel();
     if (watching_) {
@@ -622,7 +666,12 @@ Result<std::shared_ptr<asio::ssl::context>> load_tls_context(const TlsConfig& t)
 Server::Server(asio::io_context& ioc, asio::thread_pool& worker, Core& core, ServerOptions opt)
     : impl_(std::make_shared<Impl>(ioc, worker, core, std::move(opt))) {}
 
-Server::~Server() { stop(); }
+Server::~Server() {
+  stop();
+  // After this no callback of the core posts into the io_context, which may
+  // go before the core does.
+  if (impl_->core_sub) impl_->core.unsubscribe(*impl_->core_sub);
+}
 
 int Server::live_connections() const {
   std::lock_guard g(impl_->slots_mu);
@@ -659,6 +708,12 @@ Result<uint16_t> Server::start() {
   if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return Error{"listen " + impl_->opt.listen + ": " + ec.message(), ec.value()};
   uint16_t port = a.local_endpoint().port();
+  if (!impl_->core_sub)
+    impl_->core_sub = impl_->core.subscribe([weak = std::weak_ptr<Impl>(impl_), &ioc = impl_->ioc] {
+      asio::post(ioc, [weak] {
+        if (auto impl = weak.lock()) impl->generation_moved();
+      });
+    });
   impl_->do_accept();
   return port;
 }
