@@ -7,6 +7,8 @@
 #               or FUZZ_RUNS executions (docs/reliability.md)
 #   make test-tsan  unit, netns and lab tests under ThreadSanitizer (not in CI:
 #                   ~10 minutes on 2 cores; run it when threaded code changes)
+#   make soak   the daemon for 10 minutes under a control plane's load and abuse,
+#               against node_exporter under the same load (bench/soak, docs/reliability.md)
 #   make package  build the .deb and the .rpm into $(BUILD)/packages (docs/packaging.md)
 # CI runs `make test` (see .ci/run). -Werror is on when CI is set.
 
@@ -23,7 +25,7 @@ ASAN_EXCLUDE ?= lab|packaging
 # `make package PACKAGE_RELEASE=2` builds the next package revision.
 PACKAGE_RELEASE ?= 1
 
-.PHONY: killpoints all deps deps-test deps-fuzz build build-asan build-tsan build-fuzz run demo bench test test-fast test-tsan fuzz package clean format
+.PHONY: killpoints soak all deps deps-test deps-fuzz build build-asan build-tsan build-fuzz run demo bench test test-fast test-tsan fuzz package clean format
 
 all: build
 
@@ -124,5 +126,9 @@ clean:
 
 # Every crash point of a mesh change, not the sample `make test` runs
 # (tests/agent/killpoints.py; docs/reliability.md).
+soak: build
+	@scripts/deps.sh --bench
+	bench/soak/run ./$(BUILD)/agent/fabric-agent
+
 killpoints: build
 	python3 tests/agent/killpoints.py ./$(BUILD)/agent/fabric-agent
