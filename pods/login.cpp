@@ -396,12 +396,16 @@ namespace {
 
 // Every path below is resolved as if `root` were `/`: an absolute symlink in
 // the image points into the image, ".." stops at its root.
+// The path is also made relative, so that it names a file under `root` even
+// where RESOLVE_IN_ROOT would not apply, never the host's file of that name.
 Fd open_in_root(int root, const std::string& path, uint64_t flags, uint64_t mode = 0) {
+  const size_t start = path.find_first_not_of('/');
+  const std::string rel = start == std::string::npos ? "." : path.substr(start);
   open_how how{};
   how.flags = flags | O_CLOEXEC;
   how.mode = mode;
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-  return Fd(static_cast<int>(::syscall(SYS_openat2, root, path.c_str(), &how, sizeof how)));
+  return Fd(static_cast<int>(::syscall(SYS_openat2, root, rel.c_str(), &how, sizeof how)));
 }
 
 // mkdir -p inside root; directories that exist keep their mode and owner.
