@@ -408,8 +408,10 @@ Fd open_in_root(int root, const std::string& path, uint64_t flags, uint64_t mode
   return Fd(static_cast<int>(::syscall(SYS_openat2, root, rel.c_str(), &how, sizeof how)));
 }
 
-// mkdir -p inside root; directories that exist keep their mode and owner.
-Result<Fd> dir_in_root(int root, const std::string& path, mode_t mode) {
+}  // namespace
+
+// Directories that exist keep their mode and owner.
+Result<Fd> dir_in_root(int root, const std::string& path, unsigned mode) {
   std::string at;
   size_t pos = 1;
   while (true) {
@@ -433,6 +435,8 @@ Result<Fd> dir_in_root(int root, const std::string& path, mode_t mode) {
     pos = next + 1;
   }
 }
+
+namespace {
 
 // The file's content, "" when it does not exist.
 Result<std::string> read_in_root(int root, const std::string& path) {

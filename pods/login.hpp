@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/fd.hpp"
 #include "common/result.hpp"
 #include "overlay/overlay.hpp"
 
@@ -73,6 +74,9 @@ Status install_login(int root_fd, const nlohmann::json& login);
 // kept: pam_env reads it for sshd and login sessions) and
 // /etc/profile.d/fabric-agent.sh (login shells without PAM).
 Status install_env(int root_fd, const std::vector<std::string>& env);
+// mkdir -p of `path` inside the root at `root_fd` (resolved as above); an
+// existing directory keeps its mode. Returns the directory, open.
+Result<Fd> dir_in_root(int root_fd, const std::string& path, unsigned mode);
 // root.path of an OCI config.json, absolute or relative to the bundle.
 Result<std::string> rootfs_of(const std::string& bundle, std::string_view config_text);
 // What the hook does once the daemon registered the pod: install_env with

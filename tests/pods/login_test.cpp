@@ -13,6 +13,7 @@
 
 #include "common/fd.hpp"
 #include "pods/login.hpp"
+#include "pods/uapi_proxy.hpp"
 #include "ssh_keys.hpp"
 
 using namespace fa::pods;
@@ -198,4 +199,15 @@ TEST_CASE("ssh login: rootfs_of reads root.path, relative to the bundle", "[unit
   CHECK(*rootfs_of("/b", R"({"root":{"path":"rootfs"}})") == "/b/rootfs");
   CHECK(*rootfs_of("/b", R"({"root":{"path":"/var/lib/x/merged"}})") == "/var/lib/x/merged");
   CHECK(rootfs_of("/b", R"({"root":{}})").error().message == "config.json: root.path is missing");
+}
+
+TEST_CASE("wg show proxy: a get reply loses its private and preshared keys, nothing else", "[unit]") {
+  const std::string reply =
+      "private_key=a8dac1d8a70a751f0f699fb14ba1cff7b79cf4fbd8f09f44c6e4fe6ba2c8b6b3\nlisten_port=51820\n"
+      "public_key=b85996fecc9c7f1fc6d2572a76eda11d59bcd20be8e543b15ce4bd85a8e75a33\n"
+      "preshared_key=0000000000000000000000000000000000000000000000000000000000000000\n"
+      "endpoint=127.0.0.1:51821\nallowed_ip=10.42.0.2/32\nerrno=0\n\n";
+  CHECK(filter_uapi_get(reply) ==
+        "listen_port=51820\npublic_key=b85996fecc9c7f1fc6d2572a76eda11d59bcd20be8e543b15ce4bd85a8e75a33\n"
+        "endpoint=127.0.0.1:51821\nallowed_ip=10.42.0.2/32\nerrno=0\n\n");
 }

@@ -58,7 +58,7 @@ struct Node {
   std::unique_ptr<WgMover> mover;
   std::unique_ptr<PodService> svc;
   std::unique_ptr<PodSocketServer> srv;
-  std::string id;
+  std::string id, pub;
   pid_t crun = -1;
 
   std::string root() const { return w + "/rootfs"; }
@@ -104,7 +104,7 @@ struct SshLab {
       auto k = fa::overlay::generate_private_key();
       REQUIRE(k.ok());
       REQUIRE(fa::write_file_atomic(x.w + "/wg.key", fa::overlay::key_to_base64(*k) + "\n", 0600).ok());
-      pub[i] = fa::overlay::key_to_base64(*fa::overlay::public_key_of(*k));
+      pub[i] = x.pub = fa::overlay::key_to_base64(*fa::overlay::public_key_of(*k));
     }
     for (int i = 0; i < 2; ++i) {
       Node& x = n[i];
@@ -321,6 +321,38 @@ TEST_CASE("ssh: from node 0's container, ssh 10.42.0.2 lands in node 1's contain
   ak = read_file(r1 + "/root/.ssh/authorized_keys");
   CHECK(std::count(ak.begin(), ak.end(), '\n') == 2);
   CHECK(lab.ssh_from_0("hostname").rc == 0);
+}
+
+TEST_CASE("wg show inside the pod with wireguard-go: peers and handshakes, no private key, no changes", "[netns]") {
+  SshLab lab;
+  lab.start(lab.n[1], false);
+  lab.start(lab.n[0], false);
+  Node& a = lab.n[0];
+  // A handshake to show: the peers keep the session alive every second.
+  for (int i = 0; i < 50 && lab.exec(a, "wg show " + a.ifname + " latest-handshakes").out.find("\t0\n") != std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto show = lab.exec(a, "wg show " + a.ifname);
+  INFO("wg show: " << show.out);
+  CHECK(show.rc == 0);
+  CHECK(show.out.find("interface: " + a.ifname) != std::string::npos);
+  CHECK(show.out.find("listening port: " + std::to_string(a.port)) != std::string::npos);
+  CHECK(show.out.find("peer: " + lab.n[1].pub) != std::string::npos);
+  CHECK(show.out.find("allowed ips: 10.42.0.2/32") != std::string::npos);
+  CHECK(show.out.find("latest handshake: ") != std::string::npos);
+  auto conf = lab.exec(a, "wg showconf " + a.ifname);
+  INFO("wg showconf: " << conf.out);
+  CHECK(conf.out.find("[Peer]") != std::string::npos);
+  CHECK(conf.out.find("PrivateKey") == std::string::npos);
+  const std::string key_file = *fa::read_text_file(a.w + "/wg.key");
+  CHECK(conf.out.find(key_file) == std::string::npos);
+  // Changes are refused: the daemon's mesh is the control plane's.
+  auto set = lab.exec(a, "wg set " + a.ifname + " listen-port 1");
+  INFO("wg set: " << set.out);
+  CHECK(set.rc != 0);
+  CHECK(set.out.find("Operation not permitted") != std::string::npos);
+  // Gone with the pod.
+  lab.stop(a);
+  CHECK_FALSE(fs::exists(a.root() + "/run/wireguard/" + a.ifname + ".sock"));
 }
 
 TEST_CASE("ssh: a host certificate from another rental's CA is refused by ssh", "[netns]") {
