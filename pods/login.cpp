@@ -582,12 +582,14 @@ Result<std::string> rootfs_of(const std::string& bundle, std::string_view config
 
 Status furnish_rootfs(const std::string& bundle, std::string_view config_text, const std::vector<std::string>& env,
                       const json& reply) {
+  const bool login = reply.contains("login") && reply["login"].is_object();
   auto rootfs = rootfs_of(bundle, config_text);
-  if (!rootfs) return rootfs.take_error();
+  if (!rootfs && !login) return {};  // no root to write into, nothing that needs one
+  if (!rootfs) return Error{"SSH login: " + rootfs.error().message};
   Fd root(::open(rootfs->c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root.valid()) return Error::from_errno("open the container's root " + *rootfs);
   if (auto s = install_env(root.get(), env); !s) return s;
-  if (reply.contains("login") && reply["login"].is_object())
+  if (login)
     if (auto s = install_login(root.get(), reply["login"]); !s) return Error{"SSH login: " + s.error().message};
   return {};
 }
