@@ -225,9 +225,9 @@ struct SshLab {
     c["process"]["terminal"] = false;
     std::string hold = "touch /out/ready; while [ ! -e /out/stop ]; do sleep 0.2; done";
     c["process"]["args"] = {"sh", "-c", sshd ? "/usr/sbin/sshd -D -e 2>/out/sshd.log & " + hold : hold};
-    // Podman's default capabilities: what a stock `podman run` gives.
+    // Podman's default capabilities (containers.conf): what a stock `podman run` gives.
     json caps = {"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_NET_BIND_SERVICE",
-                 "CAP_SETFCAP", "CAP_SETGID", "CAP_SETPCAP", "CAP_SETUID", "CAP_SYS_CHROOT", "CAP_AUDIT_WRITE"};
+                 "CAP_SETFCAP", "CAP_SETGID", "CAP_SETPCAP", "CAP_SETUID", "CAP_SYS_CHROOT"};
     for (auto set : {"bounding", "effective", "permitted"}) c["process"]["capabilities"][set] = caps;
     c["root"] = {{"path", x.root()}, {"readonly", false}};
     c["hostname"] = "node" + std::to_string(x.index);
