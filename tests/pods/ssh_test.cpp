@@ -43,6 +43,15 @@ bool wait_for_file(const std::string& p, int seconds) {
   return false;
 }
 
+// sshd's log exists as soon as the shell redirects to it; it listens later.
+bool sshd_listening(const std::string& log, int seconds) {
+  for (int i = 0; i < seconds * 10; ++i) {
+    if (read_file(log).find("Server listening on") != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
@@ -284,7 +293,7 @@ TEST_CASE("ssh: from node 0's container, ssh 10.42.0.2 lands in node 1's contain
   SshLab lab;
   lab.start(lab.n[1], true);
   lab.start(lab.n[0], false);
-  REQUIRE(wait_for_file(lab.n[1].w + "/out/sshd.log", 10));
+  REQUIRE(sshd_listening(lab.n[1].w + "/out/sshd.log", 20));
 
   auto host = lab.ssh_from_0("hostname");
   INFO("ssh: " << host.out << "\nsshd:\n" << lab.n[1].out("sshd.log"));
@@ -317,7 +326,9 @@ TEST_CASE("ssh: from node 0's container, ssh 10.42.0.2 lands in node 1's contain
 
   // Node 1 started again: our lines are replaced, not repeated.
   lab.stop(lab.n[1]);
+  fs::remove(lab.n[1].w + "/out/sshd.log");
   lab.start(lab.n[1], true);
+  REQUIRE(sshd_listening(lab.n[1].w + "/out/sshd.log", 20));
   ak = read_file(r1 + "/root/.ssh/authorized_keys");
   CHECK(std::count(ak.begin(), ak.end(), '\n') == 2);
   CHECK(lab.ssh_from_0("hostname").rc == 0);
@@ -369,7 +380,7 @@ TEST_CASE("ssh: a host certificate from another rental's CA is refused by ssh", 
   lab.set_login(1, "ca2", "other1");
   lab.start(lab.n[1], true);
   lab.start(lab.n[0], false);
-  REQUIRE(wait_for_file(lab.n[1].w + "/out/sshd.log", 10));
+  REQUIRE(sshd_listening(lab.n[1].w + "/out/sshd.log", 20));
   CHECK(read_file(lab.n[0].root() + "/etc/ssh/ssh_known_hosts").find("fabric-agent:c-other") == std::string::npos);
   auto r = lab.ssh_from_0("hostname");
   INFO("ssh: " << r.out << "\nsshd:\n" << lab.n[1].out("sshd.log"));
@@ -381,7 +392,9 @@ TEST_CASE("ssh: a host certificate from another rental's CA is refused by ssh", 
   // was the CA, nothing else).
   lab.stop(lab.n[1]);
   lab.set_login(1, "ca", "host1");
+  fs::remove(lab.n[1].w + "/out/sshd.log");
   lab.start(lab.n[1], true);
+  REQUIRE(sshd_listening(lab.n[1].w + "/out/sshd.log", 20));
   auto ok = lab.ssh_from_0("hostname");
   INFO("ssh: " << ok.out);
   CHECK(trim(ok.out) == "node1");
