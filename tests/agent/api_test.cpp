@@ -189,7 +189,7 @@ TEST_CASE("healthz needs no token, everything else does", "[api]") {
   CHECK(head.result_int() == 200);
   CHECK(head.body().empty());
   CHECK(head[http::field::content_length] == "16");  // that of the GET
-  for (const char* path : {"/v1/status", "/metrics", "/v1/mesh", "/v1/pods", "/nope"}) {
+  for (const char* path : {"/v1/status", "/metrics", "/v1/mesh", "/v1/login", "/v1/pods", "/nope"}) {
     Response r = f.respond(f.req(http::verb::get, path, "", false));
     CHECK(r.result_int() == 401);
     CHECK(r[http::field::www_authenticate] == "Bearer realm=\"fabric-agent\"");
