@@ -160,7 +160,7 @@ Response Api::error(int status, const std::string& code, const std::string& mess
 
 std::string_view Api::route_of(std::string_view target) {
   std::string_view p = split(target).path;
-  for (std::string_view r : {"/healthz", "/v1/status", "/metrics", "/v1/mesh", "/v1/pods", "/v1/probes/rdma/serve",
+  for (std::string_view r : {"/healthz", "/v1/status", "/metrics", "/v1/mesh", "/v1/login", "/v1/pods", "/v1/probes/rdma/serve",
                              "/v1/probes/rdma/run"})
     if (p == r) return r;
   return "other";
@@ -267,6 +267,26 @@ Outcome Api::handle(const Request& req, const RequestContext& ctx) const {
       }
       default:
         return method_not_allowed(req, "GET, PUT, PATCH, DELETE");
+    }
+  }
+
+  if (path == "/v1/login") {
+    Core* core = &core_;
+    switch (req.method()) {
+      case http::verb::get:
+        return Deferred{[core, req] { return from_result(core->get_login(), req); }};
+      case http::verb::delete_:
+        return Deferred{[core, req] { return from_result(core->delete_login(), req); }};
+      case http::verb::put: {
+        if (auto r = not_json_type(req)) return std::move(*r);
+        return Deferred{[core, req] {
+          auto parsed = json_body(req, false);
+          if (auto* r = std::get_if<Response>(&parsed)) return std::move(*r);
+          return from_result(core->put_login(std::get<json>(parsed)), req);
+        }};
+      }
+      default:
+        return method_not_allowed(req, "GET, PUT, DELETE");
     }
   }
 

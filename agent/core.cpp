@@ -1,13 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "agent/core.hpp"
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <ctime>
 #include <cstring>
 
 #include "agent/rdma_service.hpp"
 #include "common/fault.hpp"
+#include "common/fs.hpp"
 #include "common/log.hpp"
 #include "common/random.hpp"
+#include "common/secure.hpp"
 #include "probes/check.hpp"
 
 namespace fa::agent {
@@ -212,6 +217,7 @@ const overlay::DesiredMesh& Core::placed_locked(const overlay::DesiredMesh& m,
 }
 
 std::string Core::key_path() const { return config().state_dir + "/wg.key"; }
+std::string Core::login_path() const { return config().state_dir + "/login.json"; }
 
 void Core::set_token(Token t) {
   std::lock_guard lk(token_mu_);
@@ -281,6 +287,15 @@ Status Core::start(const std::function<void()>& before_first_refresh) {
       log->error("state file {}/state.json is unusable ({}); moved it to {} and rebuilding from the kernel's view",
                  cfg.state_dir, loaded->problem, loaded->moved_aside);
       recover_locked(cfg);
+    }
+    // Login material only lives with the mesh it was given for: a file
+    // left by a DELETE /v1/mesh cut short goes now.
+    if (auto text = read_text_file(login_path(), 1 << 20)) {
+      auto l = pods::login_from_json(json::parse(*text, nullptr, false));
+      if (l && desired_ && l->cluster_id == desired_->cluster_id)
+        login_ = std::move(*l);
+      else if (Status s = forget_login_locked(); !s)
+        log->warn("login: {}", s.error().message);
     }
     if (mesh_) {
       auto pk = mesh_->ensure_key(key_path());
@@ -606,6 +621,8 @@ ApiResult Core::delete_mesh() {
     if (Status s = store_->save(PersistedState{std::nullopt, Removal{ifname, desired_->netns}}); !s)
       return ApiFailure{500, "state_write_failed", "nothing changed: " + s.error().message, "", nullptr};
   const bool had = desired_ != nullptr;
+  // The login material belongs to the rental the mesh is: it goes with it.
+  if (Status s = forget_login_locked(); !s) log->error("login: {}", s.error().message);
   std::optional<std::string> netns = desired_ ? netns_locked(*desired_) : std::nullopt;
   desired_.reset();
   if (Status s = mesh_->down(ifname, netns); !s) {
@@ -621,6 +638,58 @@ ApiResult Core::delete_mesh() {
   live_error_.clear();
   publish_locked(parts_locked(false, ""));
   return json{{"interface", ifname}, {"removed", had}};
+}
+
+Status Core::forget_login_locked() {
+  login_.reset();
+  if (::unlink(login_path().c_str()) != 0 && errno != ENOENT) return Error::from_errno("remove " + login_path());
+  return {};
+}
+
+ApiResult Core::get_login() {
+  std::lock_guard lk(op_mu_);
+  return json{{"login", login_ ? pods::public_view(*login_) : json(nullptr)}};
+}
+
+ApiResult Core::put_login(const json& doc) {
+  std::lock_guard lk(op_mu_);
+  if (!desired_)
+    return ApiFailure{409, "conflict", "this node has no mesh: PUT /v1/mesh first (the login material is for its cluster)",
+                      "cluster_id", nullptr};
+  if (doc.is_object() && doc.contains("cluster_id") && doc["cluster_id"].is_string() &&
+      doc["cluster_id"].get<std::string>() != desired_->cluster_id)
+    return ApiFailure{409, "conflict",
+                      "this node is in cluster '" + desired_->cluster_id + "', not '" +
+                          doc["cluster_id"].get<std::string>() + "'",
+                      "cluster_id", nullptr};
+  auto parsed = pods::parse_login(doc, desired_->address, static_cast<int64_t>(std::time(nullptr)));
+  if (!parsed.ok()) return invalid(parsed.errors);
+  const pods::Login& l = *parsed.value;
+  std::string text = pods::to_json(l).dump();
+  Status w = write_file_atomic(login_path(), text, 0600);
+  secure_wipe(text.data(), text.size());
+  if (!w) return ApiFailure{500, "state_write_failed", "nothing changed: " + w.error().message, "", nullptr};
+  fa::logger("login")->info("SSH login material of cluster {} kept (CA {}, host certificate for {}, user key {})",
+                            l.cluster_id, pods::fingerprint(l.ca_public_key), l.principals.empty() ? "" : l.principals[0],
+                            pods::fingerprint(l.user_public_key));
+  login_ = std::move(*parsed.value);
+  json out = pods::public_view(*login_);
+  out["hosts"] = pods::host_pattern(desired_->address);
+  return out;
+}
+
+ApiResult Core::delete_login() {
+  std::lock_guard lk(op_mu_);
+  const bool had = login_.has_value();
+  if (Status s = forget_login_locked(); !s) return ApiFailure{500, "state_write_failed", s.error().message, "", nullptr};
+  return json{{"removed", had}};
+}
+
+std::optional<json> Core::login_held() const {
+  if (!desired_ || !login_ || login_->cluster_id != desired_->cluster_id) return std::nullopt;
+  json j = pods::to_json(*login_);
+  j["hosts"] = pods::host_pattern(desired_->address);
+  return j;
 }
 
 json Core::pods() const {

@@ -27,6 +27,7 @@
 #include "agent/state.hpp"
 #include "common/config.hpp"
 #include "common/result.hpp"
+#include "pods/login.hpp"
 #include "probes/health.hpp"
 
 namespace fa::agent {
@@ -123,7 +124,16 @@ class Core {
   ApiResult get_mesh();
   ApiResult put_mesh(const nlohmann::json& doc);    // the whole desired mesh
   ApiResult patch_mesh(const nlohmann::json& doc);  // some peers of the running mesh
-  ApiResult delete_mesh();
+  ApiResult delete_mesh();  // also forgets the login material
+  // The rental's SSH login material (pods/login.hpp) for the mesh's cluster,
+  // kept 0600 in <state_dir>/login.json until DELETE /v1/login or /v1/mesh.
+  ApiResult get_login();
+  ApiResult put_login(const nlohmann::json& doc);
+  ApiResult delete_login();
+  // What the OCI hook writes into a pod: the material and the known_hosts
+  // pattern, when there is a mesh and material for it. Under the operation
+  // lock, like desired_held.
+  std::optional<nlohmann::json> login_held() const;
   // {"pods": [...]}: the registrations as of their last change.
   nlohmann::json pods() const;
 
@@ -162,6 +172,8 @@ class Core {
   void recover_locked(const Config& cfg);
   void scorecard_changed();
   std::string key_path() const;
+  std::string login_path() const;
+  Status forget_login_locked();
 
   mutable std::mutex cfg_mu_;
   Config cfg_;
@@ -172,6 +184,7 @@ class Core {
   std::mutex op_mu_;
   std::unique_ptr<StateStore> store_;  // made by start()
   std::shared_ptr<const overlay::DesiredMesh> desired_;
+  std::optional<pods::Login> login_;
   std::string inspect_text_ = "null";
   std::optional<std::string> fabric_address_;  // RoCE: the fabric netdev's address
   std::vector<std::string> warnings_;

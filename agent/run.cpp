@@ -160,6 +160,7 @@ int cmd_run(const std::vector<std::string>& argv) {
     po.sysfs_root = cfg->sysfs_root;
     po.inspect = [&core] { return *core.inspect_document(); };
     po.desired_mesh = [&core] { return core.desired_held(); };
+    po.login = [&core] { return core.login_held(); };
     po.changed = refresh;
     po.serialize = [&core](const std::function<nlohmann::json()>& fn) { return core.run_serialized(fn); };
     // Fails only when the registry cannot be read (nothing reconciled yet):

@@ -10,9 +10,12 @@
 //      if the pod is refused next, the runtime kills it anyway)
 //   4. register with the daemon, which checks exclusivity and the fabric
 //      ports, then moves wg0 in; it persists the registration last
+//   5. write the NCCL variables and the rental's SSH login into the
+//      container's root (furnish_rootfs, pods/login.hpp)
 #include <sys/resource.h>
 
 #include "common/fs.hpp"
+#include "pods/login.hpp"
 #include "pods/pods.hpp"
 
 namespace fa::pods {
@@ -74,6 +77,11 @@ HookOutcome create_runtime(const OciState& st, const HookOptions& opt) {
     return failed(1, std::string(code == "refused" ? "fabric-agent: refused: " : "fabric-agent oci-hook create-runtime: ") +
                          daemon_error(*reply));
   }
+  // The NCCL variables for SSH and login sessions, the rental's SSH login
+  // (pods/login.hpp). A failure fails the container: the runtime kills it
+  // and its poststop gives wg0 back.
+  if (auto s = furnish_rootfs(st.bundle, *text, cfg->env, *reply); !s)
+    return failed(1, "fabric-agent oci-hook create-runtime: " + s.error().message);
   return {0, warning};
 }
 

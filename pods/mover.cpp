@@ -16,12 +16,16 @@
 // persisted mesh.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <map>
 
+#include "common/fs.hpp"
 #include "common/log.hpp"
 #include "overlay/overlay.hpp"
+#include "pods/login.hpp"
 #include "pods/pods.hpp"
+#include "pods/uapi_proxy.hpp"
 
 namespace fa::pods {
 
@@ -55,12 +59,14 @@ class OverlayMover final : public WgMover {
       return r.take_error();
     }
     held_[pod.id] = std::move(ns);
+    serve_uapi(pod);
     return {};
   }
 
   Status give_back(const PodRecord& pod, const std::optional<overlay::DesiredMesh>& mesh) override {
     auto log = fa::logger("pods");
     if (pod.interface.empty()) return {};
+    uapi_.erase(pod.id);
     if (auto it = held_.find(pod.id); it != held_.end()) {
       Fd ns = std::move(it->second);
       held_.erase(it);
@@ -100,6 +106,7 @@ class OverlayMover final : public WgMover {
                        ", not the registered " + std::to_string(pod.netns_inode),
                    ESRCH};
     held_[pod.id] = std::move(ns);
+    serve_uapi(pod);
     return {};
   }
 
@@ -119,7 +126,26 @@ class OverlayMover final : public WgMover {
     return {};
   }
 
+  // With wireguard-go, `wg show` in the pod needs a UAPI socket there
+  // (uapi_proxy.cpp). A convenience, not the fabric: a failure is logged and
+  // the pod keeps wg0. The kernel backend needs nothing: wg reads the
+  // interface over netlink in the pod's namespace.
+  void serve_uapi(const PodRecord& pod) {
+    const std::string upstream = "/var/run/wireguard/" + pod.interface + ".sock";
+    if (::access(upstream.c_str(), F_OK) != 0) return;
+    auto log = fa::logger("pods");
+    auto text = read_text_file(pod.bundle + "/config.json", 16 * 1024 * 1024);
+    auto rootfs = text ? rootfs_of(pod.bundle, *text) : Result<std::string>(text.error());
+    auto px = rootfs ? UapiProxy::start(*rootfs, pod.interface, upstream) : Result<std::unique_ptr<UapiProxy>>(rootfs.error());
+    if (!px) {
+      log->warn("pod {}: `wg show` will not work inside it: {}", pod.id, px.error().message);
+      return;
+    }
+    uapi_[pod.id] = std::move(*px);
+  }
+
   std::map<std::string, Fd> held_;
+  std::map<std::string, std::unique_ptr<UapiProxy>> uapi_;
 };
 
 }  // namespace

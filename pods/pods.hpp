@@ -229,6 +229,9 @@ struct ServiceDeps {
   std::string proc_root = "/proc";
   std::string sysfs_root = "/sys";  // fabric port states, read at each registration
   std::function<void()> changed;    // registrations changed (daemon: move the status generation)
+  // The rental's SSH login material for the hook to install (pods/login.hpp),
+  // if the control plane gave some; in the register reply as "login".
+  std::function<std::optional<nlohmann::json>()> login;
 };
 
 // Protocol (one JSON object each way):
@@ -260,6 +263,7 @@ class PodService {
  private:
   nlohmann::json do_register(const nlohmann::json& req);
   nlohmann::json do_unregister(const nlohmann::json& req);
+  void add_login(nlohmann::json& reply) const;
   void reap_locked();
   void changed_locked();  // after each change of reg_: publish it for list(), tell the daemon
   std::mutex mu_;

@@ -25,6 +25,7 @@ Result<std::unique_ptr<PodsRuntime>> PodsRuntime::start(PodsRuntimeOptions o) {
   d.inspect = o.inspect;
   d.desired_mesh = o.desired_mesh;
   d.changed = o.changed;
+  d.login = o.login;
   d.sysfs_root = o.sysfs_root;
   d.mover = rt->mover_.get();
   rt->svc_ = std::make_unique<PodService>(std::move(*reg), std::move(d));

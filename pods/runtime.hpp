@@ -30,6 +30,7 @@ struct PodsRuntimeOptions {
   std::function<nlohmann::json()> inspect;       // last `inspect --json` document
   std::function<std::optional<overlay::DesiredMesh>()> desired_mesh;  // the desired mesh, if any
   std::function<void()> changed;                 // registrations changed
+  std::function<std::optional<nlohmann::json>()> login;  // SSH login material for the hook (ServiceDeps::login)
   // Runs a registration under the daemon's own serialisation (the lock its
   // mesh operations take), so a PUT /v1/mesh never races a move. Default: direct.
   std::function<nlohmann::json(const std::function<nlohmann::json()>&)> serialize;

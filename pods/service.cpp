@@ -50,8 +50,11 @@ json PodService::do_register(const json& req) {
 
   std::lock_guard lk(mu_);
   reap_locked();
-  if (const PodRecord* have = reg_.find(rec.id); have && have->pid == rec.pid)
-    return {{"ok", true}, {"pod", to_json(*have)}};  // a repeated request: same answer, nothing moves twice
+  if (const PodRecord* have = reg_.find(rec.id); have && have->pid == rec.pid) {
+    json reply = {{"ok", true}, {"pod", to_json(*have)}};  // a repeated request: same answer, nothing moves twice
+    add_login(reply);
+    return reply;
+  }
 
   if (auto why = check_exclusive(reg_.pods(), rec.id)) return fail("refused", *why);
   // Which ports are the fabric comes from discovery; whether one is ACTIVE
@@ -96,7 +99,17 @@ json PodService::do_register(const json& req) {
   log->info("pod {} (pid {}) registered; {} {} moved into its network namespace", rec.id, rec.pid, rec.interface,
             rec.address);
   changed_locked();
-  return {{"ok", true}, {"pod", to_json(rec)}};
+  json reply = {{"ok", true}, {"pod", to_json(rec)}};
+  add_login(reply);
+  return reply;
+}
+
+// The hook writes the rental's SSH material into the container it just
+// registered: a repeated request gets it again (the hook may have been
+// killed before it wrote).
+void PodService::add_login(json& reply) const {
+  if (!deps_.login) return;
+  if (auto l = deps_.login()) reply["login"] = std::move(*l);
 }
 
 json PodService::do_unregister(const json& req) {

@@ -34,6 +34,7 @@ test_pkgs=(
   prometheus systemd
   crun busybox-static  # tests/pods: crun runs busybox containers through the OCI hook
   podman               # tests/pods: the same CDI spec consumed by Podman (--device fabric-agent.io/rdma=all)
+  openssh-server openssh-client  # tests/pods: the group's SSH between two containers (real sshd, ssh, ssh-keygen)
   # tests/packaging: lintian, rpm's queries and a Debian 12 root made with debootstrap.
   "${package_pkgs[@]}" rpm2cpio cpio lintian debootstrap zstd
   # tests/probes: OpenSM on ibsim's simulated InfiniBand fabrics (libumad2sim
@@ -50,8 +51,9 @@ test_pkgs+=("${fuzz_pkgs[@]}")
 
 # Packages above that ship a service the tests only run by hand, confined to
 # their namespaces: never left running on the host (lldpd would send LLDP
-# frames on every host interface, OpenSM would try to manage a real fabric).
-no_service=(lldpd opensm)
+# frames on every host interface, OpenSM would try to manage a real fabric,
+# sshd would listen on the host's port 22: the tests run it in containers).
+no_service=(lldpd opensm ssh)
 lab_pkgs=(
   qemu-system-x86 busybox-static perftest rdmacm-utils cpio kmod zstd xz-utils
   ibverbs-providers jq binutils

@@ -18,6 +18,7 @@
 #include "agent/auth.hpp"
 #include "agent/core.hpp"
 #include "agent/state.hpp"
+#include "../pods/ssh_keys.hpp"
 #include "common/fs.hpp"
 #include "overlay/overlay.hpp"
 #include "probes/inspect.hpp"
@@ -188,7 +189,7 @@ TEST_CASE("healthz needs no token, everything else does", "[api]") {
   CHECK(head.result_int() == 200);
   CHECK(head.body().empty());
   CHECK(head[http::field::content_length] == "16");  // that of the GET
-  for (const char* path : {"/v1/status", "/metrics", "/v1/mesh", "/v1/pods", "/nope"}) {
+  for (const char* path : {"/v1/status", "/metrics", "/v1/mesh", "/v1/login", "/v1/pods", "/nope"}) {
     Response r = f.respond(f.req(http::verb::get, path, "", false));
     CHECK(r.result_int() == 401);
     CHECK(r[http::field::www_authenticate] == "Bearer realm=\"fabric-agent\"");
@@ -917,4 +918,78 @@ TEST_CASE("scorecard: a run's result is in the status at once, on disk, and afte
   json st = json::parse(again.respond(again.req(http::verb::get, "/v1/status")).body());
   REQUIRE(st["scorecard"]["results"].size() == 1);
   CHECK(st["scorecard"]["results"][0]["rail"] == "nodev_9:1");
+}
+
+TEST_CASE("ssh login: PUT /v1/login keeps the material 0600 with the mesh, never shows a private key, goes with DELETE /v1/mesh",
+          "[api]") {
+  fa_test::SshKeys k;
+  Fixture f;
+  const std::string secret = k.text("host").substr(40, 24), user_secret = k.text("user").substr(40, 24);
+  auto put = [&](const json& doc) { return f.respond(f.req(http::verb::put, "/v1/login", doc.dump())); };
+  const std::string file = f.dir.path + "/login.json";
+
+  // No mesh yet: the material is for the mesh's cluster.
+  Response none = put(k.doc());
+  CHECK(none.result_int() == 409);
+  CHECK(error_of(none)["field"] == "cluster_id");
+  REQUIRE(f.respond(f.req(http::verb::put, "/v1/mesh", R"({"cluster_id":"c-1","address":"10.42.0.1/24","peers":[]})"))
+              .result_int() == 200);
+  json other = k.doc();
+  other["cluster_id"] = "c-2";
+  CHECK(put(other).result_int() == 409);
+
+  // Invalid: 422 naming the field, the private key not echoed, nothing kept.
+  json bad = k.doc();
+  bad["user_key"] = k.text("host");
+  bad["host_certificate"] = k.cert("otherip");
+  Response r422 = put(bad);
+  CHECK(r422.result_int() == 422);
+  json e = error_of(r422);
+  CHECK(e["details"].size() == 2);
+  CHECK(e["field"] == "user_key");
+  CHECK(e["details"][0]["value"] == "(not shown)");
+  CHECK(e["details"][1]["field"] == "host_certificate");
+  CHECK(r422.body().find(secret) == std::string::npos);
+  CHECK_FALSE(fs::exists(file));
+
+  Response ok = put(k.doc());
+  REQUIRE(ok.result_int() == 200);
+  json view = json::parse(ok.body());
+  CHECK(view["hosts"] == "10.42.0.*");
+  CHECK(view["principals"] == json::array({"10.42.0.1"}));
+  CHECK(view["ca_fingerprint"].get<std::string>().rfind("SHA256:", 0) == 0);
+  CHECK(ok.body().find(secret) == std::string::npos);
+  CHECK(ok.body().find(user_secret) == std::string::npos);
+  Response got = f.respond(f.req(http::verb::get, "/v1/login"));
+  CHECK(json::parse(got.body())["login"]["user_public_key"] == view["user_public_key"]);
+  CHECK(got.body().find(secret) == std::string::npos);
+  CHECK(f.respond(f.req(http::verb::get, "/v1/status")).body().find(secret) == std::string::npos);
+  struct stat sb {};
+  REQUIRE(::stat(file.c_str(), &sb) == 0);
+  CHECK((sb.st_mode & 0777) == 0600);
+  // What the hook gets: every field, the pattern.
+  auto held = f.core->login_held();
+  REQUIRE(held);
+  CHECK((*held)["host_key"].get<std::string>().find(secret) != std::string::npos);
+  CHECK((*held)["hosts"] == "10.42.0.*");
+
+  // A restart keeps it with its mesh.
+  f.core.reset();
+  {
+    fa::Config cfg;
+    cfg.state_dir = f.dir.path;
+    f.core = std::make_unique<Core>(cfg, std::make_unique<TestDiscovery>(), std::make_unique<TestMesh>());
+    f.core->set_token(Token::from_secret("s3cret"));
+    REQUIRE(f.core->start().ok());
+    f.api = std::make_unique<Api>(*f.core);
+  }
+  CHECK(f.core->login_held().has_value());
+
+  // The mesh goes: so does the material.
+  REQUIRE(f.respond(f.req(http::verb::delete_, "/v1/mesh")).result_int() == 200);
+  CHECK_FALSE(fs::exists(file));
+  CHECK(json::parse(f.respond(f.req(http::verb::get, "/v1/login")).body())["login"].is_null());
+  CHECK_FALSE(f.core->login_held().has_value());
+  CHECK(json::parse(f.respond(f.req(http::verb::delete_, "/v1/login")).body())["removed"] == false);
+  CHECK(f.respond(f.req(http::verb::patch, "/v1/login", "{}")).result_int() == 405);
 }

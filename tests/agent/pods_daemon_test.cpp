@@ -25,6 +25,7 @@
 
 #include "../overlay/netns_helpers.hpp"
 #include "agent_process.hpp"
+#include "../pods/ssh_keys.hpp"
 #include "common/fs.hpp"
 #include "overlay/overlay.hpp"
 #include "pods/pods.hpp"
@@ -126,11 +127,24 @@ TEST_CASE("daemon: CDI spec at start, oci-hook registers a pod, /v1/pods and /v1
   INFO(put.out << "\nlog:\n" << agent.log());
   REQUIRE(put.rc == 0);
 
+  // The rental's SSH login material, for that mesh's node 10.42.0.1.
+  fa_test::SshKeys keys;
+  fa_test::write_file(dir.path + "/login.json", [&] {
+    json l = keys.doc();
+    l["cluster_id"] = "c-" + tag;
+    return l.dump();
+  }());
+  auto put_login = fa_test::run("curl -sS -f -X PUT " + auth + " -H 'Content-Type: application/json' --data-binary @" +
+                                dir.path + "/login.json " + agent.url() + "/v1/login");
+  INFO(put_login.out << "\nlog:\n" << agent.log());
+  REQUIRE(put_login.rc == 0);
+
   // 3. The hook, as a runtime runs it: OCI state on stdin.
   Pod pod;
-  fs::create_directories(dir.path + "/bundle");
+  fs::create_directories(dir.path + "/bundle/rootfs/etc");
   json cfg = {{"ociVersion", "1.0.2"},
-              {"process", {{"env", {"PATH=/bin"}}}},
+              {"root", {{"path", "rootfs"}}},
+              {"process", {{"env", {"PATH=/bin", "NCCL_IB_HCA==mlx5_0:1"}}}},
               {"linux", {{"devices", {{{"path", "/dev/nvidia0"}, {"type", "c"}, {"major", 195}, {"minor", 0}},
                                       {{"path", "/dev/nvidia1"}, {"type", "c"}, {"major", 195}, {"minor", 1}}}}}}};
   fa_test::write_file(dir.path + "/bundle/config.json", cfg.dump());
@@ -144,6 +158,14 @@ TEST_CASE("daemon: CDI spec at start, oci-hook registers a pod, /v1/pods and /v1
   auto reg = hook("create-runtime");
   INFO("hook: " << reg.out << "\nlog:\n" << agent.log());
   REQUIRE(reg.rc == 0);
+
+  // The hook wrote what the daemon handed it into the container's root.
+  const std::string root = dir.path + "/bundle/rootfs";
+  CHECK(fa_test::read_file(root + "/etc/environment") == "NCCL_IB_HCA==mlx5_0:1\n");
+  CHECK(fa_test::read_file(root + "/root/.ssh/authorized_keys").find(" fabric-agent:c-" + tag + "\n") != std::string::npos);
+  CHECK(fa_test::read_file(root + "/etc/ssh/fabric-agent/ssh_host_ed25519_key") == keys.text("host") + "\n");
+  CHECK(agent.log().find(keys.text("host").substr(40, 24)) == std::string::npos);
+  CHECK(agent.log().find(keys.text("user").substr(40, 24)) == std::string::npos);
 
   // GET /v1/pods reads the registry: the pod is there as soon as the hook returns.
   json pods = get("/v1/pods")["pods"];
