@@ -125,9 +125,12 @@ struct Lab {
     co.dev_root = dev;
     co.hook_path = abs_binary();
     co.socket = w + "/pods.sock";
+    co.runtime_path = runtime_beside(co.hook_path);
+    co.nested_spec = nested_spec_path(co.socket);
     auto spec = build_cdi_spec(inspect, {{"mlx5_0", "uverbs0"}, {"mlx5_1", "uverbs1"}}, co);
     REQUIRE(spec.ok());
     CHECK(spec->warnings.empty());
+    REQUIRE(write_nested_spec(co.nested_spec, spec->nested).ok());
     auto path = write_cdi_spec(w + "/cdi", spec->doc);
     REQUIRE(path.ok());
     cdi = json::parse(*fa::read_text_file(*path));
@@ -225,6 +228,9 @@ struct Lab {
       json oh = {{"path", h["path"]}, {"args", h["args"]}, {"timeout", h["timeout"]}};
       c["hooks"][h["hookName"].get<std::string>()].push_back(oh);
     }
+    for (const auto& m : cdi["containerEdits"].value("mounts", json::array()))
+      c["mounts"].push_back({{"destination", m["containerPath"]}, {"type", "bind"}, {"source", m["hostPath"]},
+                             {"options", m["options"]}});
     // crun runs hooks with their stdio on /dev/null unless told where to
     // put them (runc puts hook stderr in its own error message instead).
     c["annotations"]["run.oci.hooks.stderr"] = w + "/" + id + ".hook.log";
@@ -476,4 +482,175 @@ TEST_CASE("podman: --device fabric-agent.io/rdma=all with the same spec", "[netn
   CHECK_FALSE(fs::exists(lab.w + "/out-" + half + "/started"));
   CHECK(lab.registered() == 0);
   CHECK(lab.on_host());
+}
+
+// ------------------------------------------------ nested containers ---
+// fabric-agent-runtime as the runtime of a real engine, on this host: the
+// engine is told nothing about the fabric (no --device, no CDI), the runtime
+// applies the spec the daemon wrote (the test's, via FABRIC_AGENT_CDI_SPEC)
+// and execs the real runtime (runc, the first in PATH; or
+// FABRIC_AGENT_RUNTIME where the engine passes its environment on).
+
+namespace {
+
+std::string runtime_binary() {
+  std::string r = runtime_beside(abs_binary());
+  REQUIRE_FALSE(r.empty());  // built beside fabric-agent
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("nested container: podman --runtime fabric-agent-runtime gives the fabric with no --device and keeps -e", "[netns]") {
+  REQUIRE(run("podman --version 2>&1").rc == 0);  // scripts/deps.sh installs it
+  Lab lab;
+  std::string id = "nr1-" + lab.tag;
+  fs::create_directories(lab.w + "/out-" + id);
+  fa_test::write_file(lab.w + "/out-" + id + "/script.sh",
+                      probe_script(lab.ifa, false) +
+                          "ls -l /usr/bin/fabric-agent-runtime > /out/shim 2>&1; cat /var/run/cdi/fabric-agent.io-rdma.json > /out/podspec 2>&1");
+  std::string devs;
+  for (int i = 0; i < 4; ++i) devs += " --device " + lab.dev + "/nvidia" + std::to_string(i) + ":/dev/nvidia" + std::to_string(i);
+  // conmon runs the runtime's create with a clean environment plus
+  // containers.conf's conmon_env_vars (where the spec's path goes); podman
+  // runs start, kill and delete itself with no FABRIC_AGENT_* at all, so
+  // the real runtime is the PATH default, runc, for every verb alike.
+  auto conf = [&](const std::string& spec) {
+    std::string path = lab.w + "/containers-" + std::to_string(std::hash<std::string>{}(spec)) + ".conf";
+    fa_test::write_file(path, "[engine]\nconmon_env_vars = [\"PATH=/usr/sbin:/usr/bin:/sbin:/bin\", \"FABRIC_AGENT_CDI_SPEC=" +
+                                  spec + "\"]\n");
+    return "CONTAINERS_CONF=" + path;
+  };
+  std::string cmd = conf(lab.w + "/cdi/" + cdi_spec_filename()) +
+                    " unshare -m sh -c 'umount /sys/fs/cgroup/unified 2>/dev/null; "
+                    "exec podman --runtime " + runtime_binary() + " --cgroup-manager cgroupfs run --rm --name " + id +
+                    " --network none --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 --cap-add NET_RAW "
+                    "--annotation run.oci.hooks.stderr=" + lab.w + "/" + id + ".hook.log -e NCCL_IB_HCA=mine" + devs +
+                    " -v " + lab.w + "/out-" + id + ":/out --rootfs " + lab.w + "/rootfs sh /out/script.sh' >" + lab.w +
+                    "/" + id + ".log 2>&1 </dev/null";
+  int rc = run(cmd).rc;
+  INFO("podman:\n" << lab.log(id) << "\nhook:\n" << lab.hook_log(id));
+  CHECK(rc == 0);
+  CHECK(lab.out(id, "ib") == "rdma_cm\nuverbs0\n");
+  // -e NCCL_IB_HCA=mine is left as set; the variable not set is added.
+  CHECK(lab.out(id, "env") == "NCCL_IB_HCA=mine\nNCCL_SOCKET_IFNAME=" + lab.ifa + "\n");
+  // The spec's hook ran (whole machine, wg0 moved in), as with --device.
+  CHECK(lab.out(id, "addr").find("inet 10.42.0.1/24") != std::string::npos);
+  CHECK(lab.out(id, "ping.rc") == "0\n");
+  // The pod holds what an engine inside it needs: the runtime and its spec.
+  CHECK(lab.out(id, "shim").find("/usr/bin/fabric-agent-runtime") != std::string::npos);
+  CHECK(json::parse(lab.out(id, "podspec"))["containerEdits"]["env"][1] == "NCCL_SOCKET_IFNAME=" + lab.ifa);
+  CHECK(lab.on_host());
+
+  // Without its spec the runtime starts nothing, and says why.
+  std::string id2 = "nr2-" + lab.tag;
+  fs::create_directories(lab.w + "/out-" + id2);
+  std::string cmd2 = conf(lab.w + "/no-such-spec.json") +
+                     " unshare -m sh -c 'umount /sys/fs/cgroup/unified 2>/dev/null; exec podman --runtime " +
+                     runtime_binary() + " --cgroup-manager cgroupfs run --rm --name " + id2 +
+                     " --network none --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 -v " + lab.w + "/out-" + id2 +
+                     ":/out --rootfs " + lab.w + "/rootfs touch /out/started' >" + lab.w + "/" + id2 + ".log 2>&1 </dev/null";
+  CHECK(run(cmd2).rc != 0);
+  INFO("podman:\n" << lab.log(id2));
+  CHECK(lab.log(id2).find("the fabric's CDI spec: open " + lab.w + "/no-such-spec.json: No such file or directory") !=
+        std::string::npos);
+  CHECK_FALSE(fs::exists(lab.w + "/out-" + id2 + "/started"));
+}
+
+// Inside the pod: the runtime was bind-mounted from the host (a static
+// executable in a rootfs without any C library) and reads the pod's spec at
+// its default path. A nested engine would exec crun next; here the real
+// runtime is busybox `true`, so what is checked is the bundle it rewrote.
+TEST_CASE("nested container: inside the pod fabric-agent-runtime applies the pod's spec to a nested bundle", "[netns]") {
+  Lab lab;
+  std::string id = "np1-" + lab.tag;
+  fs::create_symlink("busybox", lab.w + "/rootfs/bin/true");
+  fs::create_directories(lab.w + "/out-" + id + "/nb");
+  fa_test::write_file(lab.w + "/out-" + id + "/nb/config.json",
+                      R"({"ociVersion":"1.0.2","process":{"args":["sh"],"env":["PATH=/bin","NCCL_IB_HCA=mine"]},)"
+                      R"("linux":{"resources":{"devices":[{"allow":false,"access":"rwm"}]}}})");
+  lab.bundle(id, {0, 1, 2, 3},
+             "FABRIC_AGENT_RUNTIME=/bin/true /usr/bin/fabric-agent-runtime --root /tmp/r create --bundle /out/nb n1 "
+             "> /out/shim.log 2>&1; echo $? > /out/shim.rc");
+  int rc = lab.crun_fg(id);
+  INFO("crun:\n" << lab.log(id) << "\nhook:\n" << lab.hook_log(id) << "\nshim:\n" << lab.out(id, "shim.log"));
+  CHECK(rc == 0);
+  REQUIRE(lab.out(id, "shim.rc") == "0\n");
+  json c = json::parse(lab.out(id, "nb/config.json"));
+  CHECK(c["process"]["env"] == json::array({"PATH=/bin", "NCCL_IB_HCA=mine", "NCCL_SOCKET_IFNAME=" + lab.ifa}));
+  CHECK(c["linux"]["devices"] == json::parse(R"([
+      {"path": "/dev/infiniband/rdma_cm", "type": "c", "major": 10, "minor": 58, "fileMode": 438, "uid": 0, "gid": 0},
+      {"path": "/dev/infiniband/uverbs0", "type": "c", "major": 231, "minor": 192, "fileMode": 438, "uid": 0, "gid": 0}])"));
+  CHECK(c["linux"]["resources"]["devices"].size() == 3);
+  CHECK(c["process"]["rlimits"][0]["type"] == "RLIMIT_MEMLOCK");
+  CHECK_FALSE(c.contains("hooks"));  // no daemon in the pod: the pod's spec has none
+  CHECK(lab.on_host());
+}
+
+// Docker 20.10 (Debian 12's docker.io, which reads no CDI) with
+// fabric-agent-runtime as "default-runtime" in daemon.json: a plain
+// `docker run` gets the fabric. dockerd runs on this host, in the test's
+// network namespace and a private mount namespace (the cgroup v2 mount
+// removed, as for crun), with its own data root, exec root and socket, vfs
+// storage and no iptables/bridge; the image is the busybox tree imported
+// with `docker import` (nothing is pulled). Its runtime underneath is runc.
+TEST_CASE("nested container: docker with default-runtime fabric-agent-runtime gives the fabric to a plain docker run", "[netns]") {
+  REQUIRE(run("dockerd --version 2>&1").rc == 0);  // scripts/deps.sh installs docker.io
+  Lab lab;
+  const std::string dk = lab.w + "/dk";
+  fs::create_directories(dk);
+  fa_test::write_file(dk + "/daemon.json",
+                      json{{"runtimes", {{"fabric", {{"path", runtime_binary()}}}}}, {"default-runtime", "fabric"}}.dump());
+  const std::string docker = "docker -H unix://" + dk + "/d.sock";
+  std::string cmd = "FABRIC_AGENT_CDI_SPEC=" + lab.w + "/cdi/" + cdi_spec_filename() +
+                    " FABRIC_AGENT_RUNTIME=runc exec unshare -m sh -c 'umount /sys/fs/cgroup/unified 2>/dev/null; "
+                    "exec dockerd --data-root " + dk + "/data --exec-root " + dk + "/x -H unix://" + dk + "/d.sock "
+                    "--pidfile " + dk + "/d.pid --config-file " + dk + "/daemon.json --bridge none --iptables=false "
+                    "--ip6tables=false --ip-masq=false --storage-driver vfs --exec-opt native.cgroupdriver=cgroupfs' >" +
+                    dk + "/dockerd.log 2>&1 </dev/null";
+  pid_t d = ::fork();
+  if (d == 0) {
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+    ::_exit(127);
+  }
+  struct Stop {
+    pid_t pid;
+    ~Stop() {
+      ::kill(pid, SIGTERM);  // dockerd stops the containerd it started
+      ::waitpid(pid, nullptr, 0);
+    }
+  } stop{d};
+  bool up = false;
+  for (int i = 0; i < 300 && !up; ++i) {
+    up = run(docker + " info >/dev/null 2>&1").rc == 0;
+    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  INFO("dockerd:\n" << read_file(dk + "/dockerd.log"));
+  REQUIRE(up);
+  REQUIRE(run("tar -C " + lab.w + "/rootfs -c . | " + docker + " import - fa-busybox:" + lab.tag + " >/dev/null").rc == 0);
+
+  std::string id = "nd1-" + lab.tag;
+  fs::create_directories(lab.w + "/out-" + id);
+  fa_test::write_file(lab.w + "/out-" + id + "/script.sh", probe_script(lab.ifa, false));
+  std::string devs;
+  for (int i = 0; i < 4; ++i) devs += " --device " + lab.dev + "/nvidia" + std::to_string(i) + ":/dev/nvidia" + std::to_string(i);
+  int rc = run(docker + " run --rm --network none -e NCCL_IB_HCA=mine" + devs + " -v " + lab.w + "/out-" + id +
+               ":/out fa-busybox:" + lab.tag + " sh /out/script.sh >" + lab.w + "/" + id + ".log 2>&1").rc;
+  INFO("docker run:\n" << lab.log(id));
+  CHECK(rc == 0);
+  CHECK(lab.out(id, "ib") == "rdma_cm\nuverbs0\n");
+  CHECK(lab.out(id, "env") == "NCCL_IB_HCA=mine\nNCCL_SOCKET_IFNAME=" + lab.ifa + "\n");
+  CHECK(lab.out(id, "addr").find("inet 10.42.0.1/24") != std::string::npos);
+  CHECK(lab.out(id, "ping.rc") == "0\n");
+  CHECK(lab.on_host());  // poststop gave wg0 back
+
+  // Half the GPUs: the spec's hook refuses, through runc, in docker's error.
+  std::string half = "nd2-" + lab.tag;
+  fs::create_directories(lab.w + "/out-" + half);
+  CHECK(run(docker + " run --rm --network none --device " + lab.dev + "/nvidia0:/dev/nvidia0 -v " + lab.w + "/out-" +
+            half + ":/out fa-busybox:" + lab.tag + " touch /out/started >" + lab.w + "/" + half + ".log 2>&1").rc != 0);
+  INFO("docker run (half):\n" << lab.log(half));
+  CHECK(lab.log(half).find("fabric-agent: refused: container holds 1 of 4 NVIDIA GPUs") != std::string::npos);
+  CHECK_FALSE(fs::exists(lab.w + "/out-" + half + "/started"));
+  CHECK(lab.registered() == 0);
 }
