@@ -56,8 +56,11 @@ bool read_file(const std::string& path, size_t cap, std::string& out, std::strin
   return true;
 }
 
-// The engine and the runtime read config.json while we may be killed: temp
-// file, fsync, rename, so either reads the old or the new document.
+// Temp file + rename: whoever reads config.json (the real runtime, the
+// engine) sees the old or the new document, never half of one. No fsync: the
+// bundle only matters to a container being started now, which a crash ends
+// anyway (the engine writes the bundle again), and the two fsyncs were most
+// of the time a create took (docs/pods.md).
 bool rewrite(const std::string& path, const std::string& text, mode_t mode, std::string& err) {
   std::string tmp = path + ".fa-XXXXXX";
   int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
@@ -73,7 +76,6 @@ bool rewrite(const std::string& path, const std::string& text, mode_t mode, std:
     ok = n > 0;
     if (ok) off += static_cast<size_t>(n);
   }
-  ok = ok && ::fsync(fd) == 0;
   int e = errno;
   ::close(fd);
   if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -81,12 +83,6 @@ bool rewrite(const std::string& path, const std::string& text, mode_t mode, std:
     err = errno_text("write " + path, e);
     ::unlink(tmp.c_str());
     return false;
-  }
-  std::string dir = path.substr(0, path.rfind('/') + 1);
-  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
   }
   return true;
 }
