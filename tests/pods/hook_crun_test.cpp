@@ -557,33 +557,66 @@ TEST_CASE("nested container: podman --runtime fabric-agent-runtime gives the fab
   CHECK_FALSE(fs::exists(lab.w + "/out-" + id2 + "/started"));
 }
 
-// Inside the pod: the runtime was bind-mounted from the host (a static
-// executable in a rootfs without any C library) and reads the pod's spec at
-// its default path. A nested engine would exec crun next; here the real
-// runtime is busybox `true`, so what is checked is the bundle it rewrote.
-TEST_CASE("nested container: inside the pod fabric-agent-runtime applies the pod's spec to a nested bundle", "[netns]") {
+// Inside the pod: a nested container started by a real runtime in the pod
+// through the bind-mounted runtime, which reads the pod's spec at its
+// default path. The pod is a whole-machine crun container from the spec
+// (the hook gives it wg0) that may run containers itself: the capabilities
+// for it, no seccomp filter, a cgroup2 mount, and crun with its libraries
+// bind-mounted read-only from the host (the busybox rootfs has no C
+// library; fabric-agent-runtime, static, needs none). Nested crun runs with
+// --cgroup-manager=disabled and its state under /out. The nested container
+// shares the pod's network namespace, so it sees the pod's wg0.
+TEST_CASE("nested container: inside the pod a crun container started through fabric-agent-runtime gets the fabric", "[netns]") {
   Lab lab;
   std::string id = "np1-" + lab.tag;
-  fs::create_symlink("busybox", lab.w + "/rootfs/bin/true");
-  fs::create_directories(lab.w + "/out-" + id + "/nb");
-  fa_test::write_file(lab.w + "/out-" + id + "/nb/config.json",
-                      R"({"ociVersion":"1.0.2","process":{"args":["sh"],"env":["PATH=/bin","NCCL_IB_HCA=mine"]},)"
-                      R"("linux":{"resources":{"devices":[{"allow":false,"access":"rwm"}]}}})");
-  lab.bundle(id, {0, 1, 2, 3},
-             "FABRIC_AGENT_RUNTIME=/bin/true /usr/bin/fabric-agent-runtime --root /tmp/r create --bundle /out/nb n1 "
-             "> /out/shim.log 2>&1; echo $? > /out/shim.rc");
+  const std::string out = lab.w + "/out-" + id;
+  // The nested bundle, as an engine in the pod would write it: a busybox
+  // rootfs under /out and the user's own NCCL_IB_HCA.
+  fs::create_directories(out + "/nb/rootfs/bin");
+  for (auto d : {"proc", "dev", "sys", "out"}) fs::create_directories(out + "/nb/rootfs/" + d);
+  fs::copy_file("/bin/busybox", out + "/nb/rootfs/bin/busybox");
+  for (auto a : {"sh", "ls", "env", "grep", "sort", "ip"}) fs::create_symlink("busybox", out + "/nb/rootfs/bin/" + a);
+  REQUIRE(run("cd " + out + "/nb && crun spec").rc == 0);
+  json n = json::parse(read_file(out + "/nb/config.json"));
+  n["process"]["terminal"] = false;
+  n["process"]["args"] = {"sh", "-c",
+                          "ls /dev/infiniband > /out/ib; env | grep ^NCCL_ | sort > /out/env; "
+                          "ip -4 addr show dev " + lab.ifa + " > /out/addr 2>&1"};
+  n["process"]["env"].push_back("NCCL_IB_HCA=mine");
+  n["root"] = {{"path", "rootfs"}, {"readonly", true}};
+  json ns = json::array();
+  for (const auto& x : n["linux"]["namespaces"])
+    if (x["type"] != "network") ns.push_back(x);
+  n["linux"]["namespaces"] = ns;
+  n["mounts"].push_back({{"destination", "/out"}, {"type", "bind"}, {"source", "/out"}, {"options", {"rbind", "rw"}}});
+  fa_test::write_file(out + "/nb/config.json", n.dump(1));
+
+  std::string b = lab.bundle(id, {0, 1, 2, 3},
+                             "FABRIC_AGENT_RUNTIME=/usr/bin/crun /usr/bin/fabric-agent-runtime --root /out/crun "
+                             "--cgroup-manager=disabled run --bundle /out/nb n1 > /out/shim.log 2>&1; echo $? > /out/shim.rc");
+  json c = json::parse(read_file(b + "/config.json"));
+  for (auto set : {"bounding", "effective", "permitted"})
+    for (auto cap : {"CAP_SYS_ADMIN", "CAP_MKNOD", "CAP_SYS_CHROOT", "CAP_SETPCAP", "CAP_SETUID", "CAP_SETGID"})
+      c["process"]["capabilities"][set].push_back(cap);
+  c["linux"].erase("seccomp");
+  c["linux"]["maskedPaths"] = json::array();
+  c["linux"]["readonlyPaths"] = json::array();
+  for (auto lib : {"/usr/bin/crun", "/lib/x86_64-linux-gnu", "/lib64"})
+    c["mounts"].push_back({{"destination", lib}, {"type", "bind"}, {"source", lib}, {"options", {"rbind", "ro"}}});
+  c["mounts"].push_back({{"destination", "/sys/fs/cgroup"}, {"type", "cgroup2"}, {"source", "cgroup2"},
+                         {"options", {"nosuid", "noexec", "nodev", "rw"}}});
+  fa_test::write_file(b + "/config.json", c.dump(1));
+
   int rc = lab.crun_fg(id);
-  INFO("crun:\n" << lab.log(id) << "\nhook:\n" << lab.hook_log(id) << "\nshim:\n" << lab.out(id, "shim.log"));
+  INFO("crun:\n" << lab.log(id) << "\nhook:\n" << lab.hook_log(id) << "\nshim and nested crun:\n" << lab.out(id, "shim.log"));
   CHECK(rc == 0);
   REQUIRE(lab.out(id, "shim.rc") == "0\n");
-  json c = json::parse(lab.out(id, "nb/config.json"));
-  CHECK(c["process"]["env"] == json::array({"PATH=/bin", "NCCL_IB_HCA=mine", "NCCL_SOCKET_IFNAME=" + lab.ifa}));
-  CHECK(c["linux"]["devices"] == json::parse(R"([
-      {"path": "/dev/infiniband/rdma_cm", "type": "c", "major": 10, "minor": 58, "fileMode": 438, "uid": 0, "gid": 0},
-      {"path": "/dev/infiniband/uverbs0", "type": "c", "major": 231, "minor": 192, "fileMode": 438, "uid": 0, "gid": 0}])"));
-  CHECK(c["linux"]["resources"]["devices"].size() == 3);
-  CHECK(c["process"]["rlimits"][0]["type"] == "RLIMIT_MEMLOCK");
-  CHECK_FALSE(c.contains("hooks"));  // no daemon in the pod: the pod's spec has none
+  CHECK(lab.out(id, "ib") == "rdma_cm\nuverbs0\n");
+  CHECK(lab.out(id, "env") == "NCCL_IB_HCA=mine\nNCCL_SOCKET_IFNAME=" + lab.ifa + "\n");
+  CHECK(lab.out(id, "addr").find("inet 10.42.0.1/24") != std::string::npos);  // the pod's wg0
+  json edited = json::parse(lab.out(id, "nb/config.json"));
+  CHECK_FALSE(edited.contains("hooks"));  // no daemon in the pod: the pod's spec has none
+  CHECK(edited["process"]["rlimits"].back()["type"] == "RLIMIT_MEMLOCK");
   CHECK(lab.on_host());
 }
 
