@@ -557,25 +557,65 @@ TEST_CASE("nested container: podman --runtime fabric-agent-runtime gives the fab
   CHECK_FALSE(fs::exists(lab.w + "/out-" + id2 + "/started"));
 }
 
+namespace {
+
+// A whole-machine pod (the Lab's bundle: the spec's devices, env, hooks and
+// mounts) that may run containers itself: the capabilities for it, no
+// seccomp filter, no masked paths, a cgroup2 mount, and the engines'
+// binaries with their libraries bind-mounted read-only from the host (the
+// busybox rootfs has no C library; fabric-agent-runtime, static, needs none).
+std::string nesting_pod(Lab& lab, const std::string& id, const std::string& script) {
+  std::string b = lab.bundle(id, {0, 1, 2, 3}, script);
+  json c = json::parse(read_file(b + "/config.json"));
+  for (auto set : {"bounding", "effective", "permitted"})
+    for (auto cap : {"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_SETFCAP", "CAP_SYS_PTRACE",
+                     "CAP_SYS_ADMIN", "CAP_NET_ADMIN", "CAP_MKNOD", "CAP_SYS_CHROOT", "CAP_SETPCAP", "CAP_SETUID",
+                     "CAP_SETGID"})
+      c["process"]["capabilities"][set].push_back(cap);
+  c["process"]["env"].push_back("PATH=/usr/sbin:/usr/bin:/sbin:/bin");
+  c["linux"].erase("seccomp");
+  c["linux"]["maskedPaths"] = json::array();
+  c["linux"]["readonlyPaths"] = json::array();
+  for (auto path : {"/usr/bin/crun", "/usr/sbin/dockerd", "/usr/bin/containerd", "/usr/bin/containerd-shim-runc-v2",
+                    "/usr/sbin/runc", "/usr/bin/docker", "/lib/x86_64-linux-gnu", "/lib64"})
+    c["mounts"].push_back({{"destination", path}, {"type", "bind"}, {"source", path}, {"options", {"rbind", "ro"}}});
+  c["mounts"].push_back({{"destination", "/sys/fs/cgroup"}, {"type", "cgroup2"}, {"source", "cgroup2"},
+                         {"options", {"nosuid", "noexec", "nodev", "rw"}}});
+  // The rootfs is read-only: dockerd writes its containerd's shim sockets
+  // under /run and creates /etc/docker; /etc/resolv.conf and /etc/hosts are
+  // what docker copies into a container.
+  for (auto dir : {"/run", "/tmp", "/etc/docker"})
+    c["mounts"].push_back({{"destination", dir}, {"type", "tmpfs"}, {"source", "tmpfs"}, {"options", {"nosuid", "nodev"}}});
+  for (auto f : {"resolv.conf", "hosts"}) fa_test::write_file(lab.w + "/out-" + id + "/" + f, "");
+  for (auto f : {"resolv.conf", "hosts"})
+    c["mounts"].push_back({{"destination", std::string("/etc/") + f}, {"type", "bind"},
+                           {"source", lab.w + "/out-" + id + "/" + f}, {"options", {"rbind", "ro"}}});
+  fa_test::write_file(b + "/config.json", c.dump(1));
+  return b;
+}
+
+// The busybox tree as a directory a test can `tar` into an image.
+void busybox_tree(const std::string& dir, std::initializer_list<const char*> applets) {
+  fs::create_directories(dir + "/bin");
+  for (auto d : {"proc", "dev", "sys", "out"}) fs::create_directories(dir + "/" + d);
+  fs::copy_file("/bin/busybox", dir + "/bin/busybox");
+  for (auto a : applets) fs::create_symlink("busybox", dir + "/bin/" + a);
+}
+
+}  // namespace
+
 // Inside the pod: a nested container started by a real runtime in the pod
 // through the bind-mounted runtime, which reads the pod's spec at its
-// default path. The pod is a whole-machine crun container from the spec
-// (the hook gives it wg0) that may run containers itself: the capabilities
-// for it, no seccomp filter, a cgroup2 mount, and crun with its libraries
-// bind-mounted read-only from the host (the busybox rootfs has no C
-// library; fabric-agent-runtime, static, needs none). Nested crun runs with
-// --cgroup-manager=disabled and its state under /out. The nested container
-// shares the pod's network namespace, so it sees the pod's wg0.
+// default path. The pod is nesting_pod (the hook gives it wg0); nested crun
+// runs with --cgroup-manager=disabled and its state under /out. The nested
+// container shares the pod's network namespace, so it sees the pod's wg0.
 TEST_CASE("nested container: inside the pod a crun container started through fabric-agent-runtime gets the fabric", "[netns]") {
   Lab lab;
   std::string id = "np1-" + lab.tag;
   const std::string out = lab.w + "/out-" + id;
   // The nested bundle, as an engine in the pod would write it: a busybox
   // rootfs under /out and the user's own NCCL_IB_HCA.
-  fs::create_directories(out + "/nb/rootfs/bin");
-  for (auto d : {"proc", "dev", "sys", "out"}) fs::create_directories(out + "/nb/rootfs/" + d);
-  fs::copy_file("/bin/busybox", out + "/nb/rootfs/bin/busybox");
-  for (auto a : {"sh", "ls", "env", "grep", "sort", "ip"}) fs::create_symlink("busybox", out + "/nb/rootfs/bin/" + a);
+  busybox_tree(out + "/nb/rootfs", {"sh", "ls", "env", "grep", "sort", "ip"});
   REQUIRE(run("cd " + out + "/nb && crun spec").rc == 0);
   json n = json::parse(read_file(out + "/nb/config.json"));
   n["process"]["terminal"] = false;
@@ -591,22 +631,9 @@ TEST_CASE("nested container: inside the pod a crun container started through fab
   n["mounts"].push_back({{"destination", "/out"}, {"type", "bind"}, {"source", "/out"}, {"options", {"rbind", "rw"}}});
   fa_test::write_file(out + "/nb/config.json", n.dump(1));
 
-  std::string b = lab.bundle(id, {0, 1, 2, 3},
-                             "FABRIC_AGENT_RUNTIME=/usr/bin/crun /usr/bin/fabric-agent-runtime --root /out/crun "
-                             "--cgroup-manager=disabled run --bundle /out/nb n1 > /out/shim.log 2>&1; echo $? > /out/shim.rc");
-  json c = json::parse(read_file(b + "/config.json"));
-  for (auto set : {"bounding", "effective", "permitted"})
-    for (auto cap : {"CAP_SYS_ADMIN", "CAP_MKNOD", "CAP_SYS_CHROOT", "CAP_SETPCAP", "CAP_SETUID", "CAP_SETGID"})
-      c["process"]["capabilities"][set].push_back(cap);
-  c["linux"].erase("seccomp");
-  c["linux"]["maskedPaths"] = json::array();
-  c["linux"]["readonlyPaths"] = json::array();
-  for (auto lib : {"/usr/bin/crun", "/lib/x86_64-linux-gnu", "/lib64"})
-    c["mounts"].push_back({{"destination", lib}, {"type", "bind"}, {"source", lib}, {"options", {"rbind", "ro"}}});
-  c["mounts"].push_back({{"destination", "/sys/fs/cgroup"}, {"type", "cgroup2"}, {"source", "cgroup2"},
-                         {"options", {"nosuid", "noexec", "nodev", "rw"}}});
-  fa_test::write_file(b + "/config.json", c.dump(1));
-
+  std::string b = nesting_pod(lab, id,
+                              "FABRIC_AGENT_RUNTIME=/usr/bin/crun /usr/bin/fabric-agent-runtime --root /out/crun "
+                              "--cgroup-manager=disabled run --bundle /out/nb n1 > /out/shim.log 2>&1; echo $? > /out/shim.rc");
   int rc = lab.crun_fg(id);
   INFO("crun:\n" << lab.log(id) << "\nhook:\n" << lab.hook_log(id) << "\nshim and nested crun:\n" << lab.out(id, "shim.log"));
   CHECK(rc == 0);
@@ -617,6 +644,46 @@ TEST_CASE("nested container: inside the pod a crun container started through fab
   json edited = json::parse(lab.out(id, "nb/config.json"));
   CHECK_FALSE(edited.contains("hooks"));  // no daemon in the pod: the pod's spec has none
   CHECK(edited["process"]["rlimits"].back()["type"] == "RLIMIT_MEMLOCK");
+  CHECK(lab.on_host());
+}
+
+// The promise as the renter meets it: a Docker daemon started inside the pod
+// (Debian's dockerd 20.10 with its containerd and runc, mounted from the
+// host into nesting_pod) with "default-runtime": fabric-agent-runtime in its
+// daemon.json; a plain `docker run -e NCCL_IB_HCA=mine --network host -v ...`
+// gets the fabric. dockerd runs with its data and exec roots under /out, vfs
+// storage, no bridge or iptables; the image is a busybox tree imported with
+// `docker import`.
+TEST_CASE("nested container: a Docker daemon inside the pod with default-runtime fabric-agent-runtime gives docker run the fabric", "[netns]") {
+  Lab lab;
+  std::string id = "npd-" + lab.tag;
+  const std::string out = lab.w + "/out-" + id;
+  busybox_tree(out + "/img", {"sh", "ls", "env", "grep", "sort", "ip"});
+  fs::create_directories(out + "/dk");
+  fa_test::write_file(out + "/dk/daemon.json",
+                      json{{"runtimes", {{"fabric", {{"path", "/usr/bin/fabric-agent-runtime"}}}}},
+                           {"default-runtime", "fabric"}}.dump());
+  for (auto a : {"tar", "kill"}) fs::create_symlink("busybox", lab.w + "/rootfs/bin/" + a);
+  const std::string d = "docker -H unix:///out/dk/d.sock";
+  fa_test::write_file(out + "/pod.sh",
+                      "dockerd --data-root /out/dk/data --exec-root /out/dk/x -H unix:///out/dk/d.sock --pidfile /out/dk/d.pid "
+                      "--config-file /out/dk/daemon.json --bridge none --iptables=false --ip6tables=false --ip-masq=false "
+                      "--storage-driver vfs --exec-opt native.cgroupdriver=cgroupfs > /out/dk/dockerd.log 2>&1 &\n"
+                      "i=0; while [ $i -lt 150 ] && ! " + d + " info >/dev/null 2>&1; do sleep 0.2; i=$((i+1)); done\n"
+                      "tar -C /out/img -c . | " + d + " import - fa-bb:1 > /out/import.log 2>&1\n" + d +
+                      " run --rm --network host -v /out:/out -e NCCL_IB_HCA=mine fa-bb:1 sh -c 'ls /dev/infiniband > /out/ib; "
+                      "env | grep ^NCCL_ | sort > /out/env; ip -4 addr show dev " + lab.ifa + " > /out/addr 2>&1' "
+                      "> /out/run.log 2>&1; echo $? > /out/run.rc\n"
+                      "kill $(cat /out/dk/d.pid); i=0; while [ $i -lt 100 ] && [ -e /out/dk/d.pid ]; do sleep 0.1; i=$((i+1)); done\n");
+  nesting_pod(lab, id, "sh /out/pod.sh");
+  int rc = lab.crun_fg(id);
+  INFO("crun:\n" << lab.log(id) << "\nhook:\n" << lab.hook_log(id) << "\ndocker run:\n" << lab.out(id, "run.log")
+                  << "\ndockerd:\n" << lab.out(id, "dk/dockerd.log"));
+  CHECK(rc == 0);
+  REQUIRE(lab.out(id, "run.rc") == "0\n");
+  CHECK(lab.out(id, "ib") == "rdma_cm\nuverbs0\n");
+  CHECK(lab.out(id, "env") == "NCCL_IB_HCA=mine\nNCCL_SOCKET_IFNAME=" + lab.ifa + "\n");
+  CHECK(lab.out(id, "addr").find("inet 10.42.0.1/24") != std::string::npos);  // the pod's wg0
   CHECK(lab.on_host());
 }
 
