@@ -10,6 +10,8 @@
 //   service         PodService: the daemon side of the unix-socket protocol (register, unregister, list)
 //   transport       PodSocketServer / pod_request: one JSON request, one JSON reply per connection
 //   hook            run_oci_hook: what `fabric-agent oci-hook <stage>` does
+//   nested          the pod's spec (CdiSpec::nested) and fabric-agent-runtime's mounts;
+//                   the runtime itself is pods/nested.hpp + runtime_main.cpp
 #pragma once
 
 #include <sys/types.h>
