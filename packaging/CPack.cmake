@@ -8,7 +8,8 @@
 #   /usr/lib/systemd/system/fabric-agent.service   relative install path, so not %config
 #   /etc/fabric-agent/agent.yaml               conffile / %config(noreplace)
 #   /var/lib/fabric-agent/                     0700: token, persisted state
-#   /usr/share/man/man8/fabric-agent.8.gz
+#   /usr/bin/fabric-agent-runtime              OCI runtime for nested containers (static PIE)
+#   /usr/share/man/man8/fabric-agent.8.gz      (and fabric-agent-runtime.8.gz, a link to it)
 #   /usr/share/doc/fabric-agent/               docs; Debian: copyright, changelog.Debian.gz
 #   /usr/share/licenses/fabric-agent/LICENSE   RPM only
 #   /usr/share/lintian/overrides/fabric-agent  Debian only
@@ -83,6 +84,10 @@ install(FILES ${FA_PKG_SRC}/agent.yaml DESTINATION /etc/fabric-agent
 install(DIRECTORY DESTINATION /var/lib/fabric-agent
         DIRECTORY_PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE)
 install(FILES ${FA_PKG_BIN}/fabric-agent.8.gz DESTINATION share/man/man8)
+# fabric-agent-runtime is described in fabric-agent(8) (FILES): its page is a
+# link to that one.
+file(CREATE_LINK fabric-agent.8.gz ${FA_PKG_BIN}/fabric-agent-runtime.8.gz SYMBOLIC)
+install(FILES ${FA_PKG_BIN}/fabric-agent-runtime.8.gz DESTINATION share/man/man8)
 file(GLOB FA_DOCS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${FA_DOCS} DESTINATION share/doc/fabric-agent)
 install(FILES ${FA_PKG_SRC}/deb/copyright ${FA_PKG_BIN}/changelog.Debian.gz

@@ -3,10 +3,12 @@
 // document (the contract probes/ publishes) so that the daemon, the CLI and
 // the tests feed it the same data.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <set>
 
 #include "common/fs.hpp"
+#include "pods/nested.hpp"
 #include "pods/pods.hpp"
 
 namespace fa::pods {
@@ -93,6 +95,14 @@ Result<CdiSpec> build_cdi_spec(const json& inspect, const std::map<std::string, 
   std::string ifname = str_at(nccl, "NCCL_SOCKET_IFNAME");
   env.push_back("NCCL_SOCKET_IFNAME=" + (ifname.empty() ? std::string("wg0") : ifname));
 
+  // The pod's spec: what it holds is at `path` inside it.
+  json pod_nodes = json::array();
+  for (const auto& n : nodes) pod_nodes.push_back({{"path", n["path"]}});
+  out.nested = {{"cdiVersion", "0.3.0"},
+                {"kind", kCdiKind},
+                {"devices", json::array({json{{"name", kCdiDevice}, {"containerEdits", {{"deviceNodes", pod_nodes}}}}})},
+                {"containerEdits", {{"env", env}}}};
+
   auto hook = [&](const char* name, const char* stage) {
     json args = {"fabric-agent", "oci-hook", stage, "--socket", opt.socket};
     if (opt.dev_root != "/dev") {
@@ -109,10 +119,38 @@ Result<CdiSpec> build_cdi_spec(const json& inspect, const std::map<std::string, 
              {"containerEdits",
               {{"env", env}, {"hooks", json::array({hook("createRuntime", "create-runtime"),
                                                     hook("poststop", "poststop")})}}}};
+  if (!opt.runtime_path.empty() && !opt.nested_spec.empty()) {
+    // A Docker daemon in the pod with fabric-agent-runtime as its default
+    // runtime gives every nested container the fabric; read-only, since the
+    // renter must not change what the host hands out.
+    json ro = {"ro", "nosuid", "nodev", "bind"};
+    out.doc["containerEdits"]["mounts"] = json::array(
+        {json{{"hostPath", opt.runtime_path}, {"containerPath", nested::kShimPath}, {"options", ro}},
+         json{{"hostPath", opt.nested_spec}, {"containerPath", nested::kDefaultSpec}, {"options", ro}}});
+  } else {
+    out.warnings.push_back("no fabric-agent-runtime beside " + opt.hook_path +
+                           ": the pod gets no runtime for nested containers");
+  }
   return out;
 }
 
 std::string cdi_spec_filename() { return std::string(kCdiVendor) + "-" + kCdiClass + ".json"; }
+
+std::string nested_spec_path(const std::string& socket) {
+  auto slash = socket.rfind('/');
+  return (slash == std::string::npos ? std::string(".") : socket.substr(0, slash)) + "/nested-cdi.json";
+}
+
+std::string runtime_beside(const std::string& hook_path) {
+  std::string p = hook_path.substr(0, hook_path.rfind('/') + 1) + "fabric-agent-runtime";
+  return ::access(p.c_str(), X_OK) == 0 ? p : std::string();
+}
+
+Status write_nested_spec(const std::string& path, const json& nested) {
+  std::string dir = path.substr(0, path.rfind('/'));
+  if (!dir.empty() && ::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Error::from_errno("create " + dir);
+  return write_file_atomic(path, nested.dump(2) + "\n", 0644);
+}
 
 Result<std::string> write_cdi_spec(const std::string& dir, const json& spec) {
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Error::from_errno("create " + dir);

@@ -72,6 +72,8 @@ int cmd_cdi(const std::vector<std::string>& argv) {
     }
     co.hook_path = *self;
   }
+  co.runtime_path = runtime_beside(co.hook_path);
+  co.nested_spec = nested_spec_path(co.socket);
   auto spec = build_cdi_spec(inspect, *uverbs, co);
   if (!spec) {
     std::fprintf(stderr, "fabric-agent cdi generate: %s\n", spec.error().message.c_str());
@@ -81,6 +83,11 @@ int cmd_cdi(const std::vector<std::string>& argv) {
   if (a->has("stdout")) {
     std::printf("%s\n", spec->doc.dump(2).c_str());
     return 0;
+  }
+  // The pod's spec first: the host spec mounts it.
+  if (auto s = write_nested_spec(co.nested_spec, spec->nested); !s) {
+    std::fprintf(stderr, "fabric-agent cdi generate: %s\n", s.error().message.c_str());
+    return 1;
   }
   auto path = write_cdi_spec(a->get_or("output", kDefaultCdiDir), spec->doc);
   if (!path) {

@@ -10,6 +10,8 @@
 //   service         PodService: the daemon side of the unix-socket protocol (register, unregister, list)
 //   transport       PodSocketServer / pod_request: one JSON request, one JSON reply per connection
 //   hook            run_oci_hook: what `fabric-agent oci-hook <stage>` does
+//   nested          the pod's spec (CdiSpec::nested) and fabric-agent-runtime's mounts;
+//                   the runtime itself is pods/nested.hpp + runtime_main.cpp
 #pragma once
 
 #include <sys/types.h>
@@ -52,13 +54,28 @@ struct CdiOptions {
   std::string hook_path;                   // absolute path of the fabric-agent binary (hooks get no PATH)
   std::string socket = kDefaultSocket;     // passed to the hook: where the daemon listens
   int hook_timeout_seconds = 30;
+  // Nested containers (docs/pods.md): the host paths of fabric-agent-runtime
+  // and of the pod's spec, both bind-mounted into the pod so that an engine
+  // inside it can use the runtime as its default. Either empty: no mounts.
+  std::string runtime_path;
+  std::string nested_spec;
 };
+
+// Where the pod's spec is kept on the host: beside the daemon's socket (a
+// directory CDI engines do not scan, so the kind is not defined twice).
+std::string nested_spec_path(const std::string& socket);
+// fabric-agent-runtime beside the hook binary, if it is there; else "".
+std::string runtime_beside(const std::string& hook_path);
 
 // uverbsN of each HCA, from <sysfs>/class/infiniband_verbs/uverbsN/ibdev.
 Result<std::map<std::string, std::string>> uverbs_by_hca(const std::string& sysfs_root);
 
 struct CdiSpec {
   nlohmann::json doc;
+  // The pod's view of the same fabric, for the engine inside it: the same
+  // nodes by their path in the pod, the same env, no hooks (inside the pod
+  // there is no daemon and the pod already holds the machine), no mounts.
+  nlohmann::json nested;
   std::vector<std::string> warnings;  // e.g. a fabric HCA without a uverbs node
 };
 
@@ -75,6 +92,8 @@ Result<CdiSpec> build_cdi_spec(const nlohmann::json& inspect, const std::map<std
 std::string cdi_spec_filename();
 // Atomic (temp + fsync + rename) into dir, created 0755 if missing. Returns the path.
 Result<std::string> write_cdi_spec(const std::string& dir, const nlohmann::json& spec);
+// The same for the pod's spec at `path` (nested_spec_path).
+Status write_nested_spec(const std::string& path, const nlohmann::json& nested);
 
 // ------------------------------------------------------------ OCI input ---
 

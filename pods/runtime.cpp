@@ -94,8 +94,15 @@ Result<std::vector<std::string>> PodsRuntime::write_spec(const json& inspect) {
   co.dev_root = opt_.dev_root;
   co.hook_path = opt_.hook_path;
   co.socket = opt_.socket;
+  co.runtime_path = runtime_beside(opt_.hook_path);
+  co.nested_spec = nested_spec_path(opt_.socket);
   auto spec = build_cdi_spec(inspect, *uverbs, co);
   if (!spec) return spec.take_error();
+  // The pod's spec first (the host spec mounts it), and each when it differs
+  // from its file.
+  std::string nested = spec->nested.dump(2);
+  if (read_text_file(co.nested_spec, 1 << 20).value_or("") != nested)
+    if (auto s = write_nested_spec(co.nested_spec, spec->nested); !s) return s.take_error();
   // Compared with the file on disk, not with what we wrote last: a spec
   // deleted or edited by hand is put back at the next pass.
   std::string text = spec->doc.dump(2);  // read_text_file strips the file's one trailing newline

@@ -21,13 +21,13 @@ InspectOptions options_from_config(const Config& c) {
 }
 
 int cmd_inspect(const std::vector<std::string>& argv) {
-  auto args = Args::parse(argv, {{"sysfs-root", true}, {"config", true}, {"json", false}, {"help", false}});
+  auto args = Args::parse(argv, {{"sysfs-root", true}, {"proc-root", true}, {"config", true}, {"json", false}, {"help", false}});
   if (!args) {
     std::fprintf(stderr, "fabric-agent inspect: %s\n", args.error().message.c_str());
     return 2;
   }
   if (args->has("help")) {
-    std::printf("usage: fabric-agent inspect [--sysfs-root DIR] [--config FILE] [--json]\n");
+    std::printf("usage: fabric-agent inspect [--sysfs-root DIR] [--proc-root DIR] [--config FILE] [--json]\n");
     return 0;
   }
   if (!args->positional().empty()) {
@@ -44,6 +44,7 @@ int cmd_inspect(const std::vector<std::string>& argv) {
   }
   InspectOptions opts = options_from_config(*cfg);
   if (auto root = args->get("sysfs-root")) opts.sysfs_root = *root;
+  if (auto root = args->get("proc-root")) opts.proc_root = *root;
 
   Report r = discover(opts);
   if (args->has("json")) {

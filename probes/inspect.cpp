@@ -3,12 +3,15 @@
 // of probes/logic.hpp. to_json()/to_table(): the two renderings.
 #include "probes/inspect.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <map>
 #include <set>
 
+#include "common/fs.hpp"
 #include "probes/lldp_io.hpp"
 #include "probes/logic.hpp"
 #include "probes/netlink_io.hpp"
@@ -182,6 +185,21 @@ Report discover(const InspectOptions& opts) {
     if (per_hca.empty()) s2 += ": none (no fabric HCA)";
     r.reasons.emplace_back("gpus", s2);
   }
+  GpuDirectInputs gi;
+  for (const auto& g : r.gpus.devices) gi.nvidia_gpus += g.vendor == "nvidia";
+  if (gi.nvidia_gpus) {
+    auto is_dir = [](const std::string& p) {
+      struct stat st{};
+      return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    };
+    gi.nvidia_module = is_dir(opts.sysfs_root + "/module/nvidia");
+    for (const char* m : {"nvidia_peermem", "nv_peer_mem"})
+      if (gi.peer_module.empty() && is_dir(opts.sysfs_root + "/module/" + m)) gi.peer_module = m;
+    if (auto v = read_text_file(opts.proc_root + "/driver/nvidia/version")) gi.driver_version = v->substr(0, v->find('\n'));
+    if (auto k = read_text_file(opts.proc_root + "/sys/kernel/osrelease")) gi.kernel_release = *k;
+  }
+  r.gpudirect = gpudirect_readiness(gi);
+  if (r.gpudirect.ready) r.reasons.emplace_back("gpudirect", r.gpudirect.reason);
   return r;
 }
 
@@ -363,9 +381,12 @@ json to_json(const Report& r) {
                {"devices", std::move(devs)}};
   json reasons = json::object();
   for (const auto& [k, v] : r.reasons) reasons[k] = v;
+  json gdr = {{"rdma", r.gpudirect.ready ? json(*r.gpudirect.ready) : json(nullptr)},
+              {"via", str_or_null(r.gpudirect.via)},
+              {"reason", r.gpudirect.reason}};
   json out = {{"hcas", std::move(hcas)}, {"fabric", std::move(fabric)},   {"nccl_env", std::move(nccl)},
-              {"gpus", std::move(gpus)}, {"reasons", std::move(reasons)}, {"counters", std::move(counters)},
-              {"warnings", r.warnings}};
+              {"gpus", std::move(gpus)}, {"gpudirect", std::move(gdr)},  {"reasons", std::move(reasons)},
+              {"counters", std::move(counters)}, {"warnings", r.warnings}};
   return sanitized(std::move(out));
 }
 
@@ -443,6 +464,8 @@ std::string to_table(const Report& r) {
               g.numa_node ? std::to_string(*g.numa_node).c_str() : "-",
               g.nearest_hca.empty() ? "-" : g.nearest_hca.c_str());
   }
+  if (r.gpudirect.ready)
+    appendf(out, "GPUDirect %s\n", *r.gpudirect.ready ? ("RDMA via " + r.gpudirect.via).c_str() : "no RDMA (host copies)");
   out += "\n";
   appendf(out, "NCCL_IB_HCA=%s\n", r.nccl.ib_hca.value_or("(unset)").c_str());
   if (r.nccl.ib_gid_index) appendf(out, "NCCL_IB_GID_INDEX=%s\n", r.nccl.ib_gid_index->c_str());

@@ -24,6 +24,7 @@ struct InspectOptions {
   std::string socket_ifname = "wg0";  // NCCL_SOCKET_IFNAME (config overlay.interface)
   bool query_sm = true;               // SMInfo MAD to the SM (InfiniBand only)
   std::string lldpd_socket;           // lldpd's control socket (config fabric.lldpd_socket); "": default
+  std::string proc_root = "/proc";    // kernel release, NVIDIA driver flavour (GPUDirect readiness)
 };
 
 struct Gid {
@@ -160,11 +161,20 @@ struct NcclEnv {
   std::string socket_ifname = "wg0";
 };
 
+// Whether NCCL can move GPU memory over the fabric without a copy through
+// host memory (GPUDirect RDMA), and through what.
+struct GpuDirect {
+  std::optional<bool> ready;  // nullopt: no NVIDIA GPU, the question does not arise
+  std::string via;            // "nvidia_peermem" | "dma-buf" | "" when not ready
+  std::string reason;
+};
+
 struct Report {
   std::vector<Hca> hcas;
   Fabric fabric;
   NcclEnv nccl;
   Gpus gpus;
+  GpuDirect gpudirect;
   // One human sentence per decision, keyed by what was decided
   // ("fabric", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_SOCKET_IFNAME", "gpus").
   std::vector<std::pair<std::string, std::string>> reasons;

@@ -888,4 +888,54 @@ std::string gpu_model(std::string_view vendor_id, std::string_view device_id) {
   return std::string(vendor_id) + ":" + std::string(device_id);
 }
 
+GpuDirect gpudirect_readiness(const GpuDirectInputs& in) {
+  GpuDirect g;
+  if (in.nvidia_gpus == 0) {
+    g.reason = "no NVIDIA GPU";
+    return g;
+  }
+  g.ready = false;
+  if (!in.nvidia_module) {
+    g.reason = "the nvidia kernel module is not loaded (module/nvidia)";
+    return g;
+  }
+  if (!in.peer_module.empty()) {
+    g.ready = true;
+    g.via = "nvidia_peermem";
+    g.reason = in.peer_module + " is loaded: the HCA reads and writes GPU memory directly";
+    return g;
+  }
+  // NVIDIA's driver names its flavour in the version line: "NVIDIA UNIX Open
+  // Kernel Module for x86_64 ..." vs "NVIDIA UNIX x86_64 Kernel Module ...".
+  std::optional<bool> open;
+  if (in.driver_version) open = in.driver_version->find("Open Kernel Module") != std::string::npos;
+  std::optional<std::pair<int, int>> kv;
+  if (in.kernel_release) {
+    int a = 0, b = 0;
+    if (std::sscanf(in.kernel_release->c_str(), "%d.%d", &a, &b) == 2) kv = std::make_pair(a, b);
+  }
+  bool kernel_ok = kv && *kv >= std::make_pair(5, 12);
+  if (open.value_or(false) && kernel_ok) {
+    g.ready = true;
+    g.via = "dma-buf";
+    g.reason = "the open NVIDIA kernel module on kernel " + *in.kernel_release +
+               " (>= 5.12): NCCL registers GPU memory through dma-buf (NCCL >= 2.13, CUDA >= 11.7)";
+    return g;
+  }
+  std::vector<std::string> why;
+  if (!open)
+    why.push_back("the NVIDIA driver flavour is unknown (driver/nvidia/version unreadable)");
+  else if (!*open)
+    why.push_back("the NVIDIA kernel module is the proprietary flavour");
+  if (!kv)
+    why.push_back("the kernel release is unknown");
+  else if (!kernel_ok)
+    why.push_back("kernel " + *in.kernel_release + " is older than 5.12");
+  std::string w = why[0];
+  for (size_t i = 1; i < why.size(); ++i) w += " and " + why[i];
+  g.reason = "nvidia_peermem is not loaded and dma-buf is not available (" + w +
+             "): NCCL stages GPU buffers through host memory; load it with `modprobe nvidia_peermem`";
+  return g;
+}
+
 }  // namespace fa::probes

@@ -144,4 +144,18 @@ void assign_nearest_hcas(std::vector<GpuDevice>& gpus, const std::vector<Hca>& h
 std::string gpu_vendor(std::string_view vendor_id, std::string_view class_code);
 std::string gpu_model(std::string_view vendor_id, std::string_view device_id);
 
+// What GPUDirect RDMA readiness is decided on, read once (inspect.cpp).
+struct GpuDirectInputs {
+  size_t nvidia_gpus = 0;
+  bool nvidia_module = false;                 // <sysfs>/module/nvidia
+  std::string peer_module;                    // "nvidia_peermem" or "nv_peer_mem" (MLNX_OFED's) when loaded
+  std::optional<std::string> driver_version;  // <proc>/driver/nvidia/version, first line
+  std::optional<std::string> kernel_release;  // <proc>/sys/kernel/osrelease
+};
+// Pure. Ready through the peer-memory module when it is loaded; else through
+// dma-buf, which needs the open flavour of the NVIDIA kernel module and a
+// kernel with RDMA dma-buf memory registration (5.12); else not, and the
+// reason names what is missing.
+GpuDirect gpudirect_readiness(const GpuDirectInputs& in);
+
 }  // namespace fa::probes

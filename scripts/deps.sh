@@ -35,6 +35,7 @@ test_pkgs=(
   crun busybox-static  # tests/pods: crun runs busybox containers through the OCI hook
   podman               # tests/pods: the same CDI spec consumed by Podman (--device fabric-agent.io/rdma=all)
   openssh-server openssh-client  # tests/pods: the group's SSH between two containers (real sshd, ssh, ssh-keygen)
+  docker.io            # tests/pods: Docker 20.10 (no CDI) with fabric-agent-runtime as its default runtime
   # tests/packaging: lintian, rpm's queries and a Debian 12 root made with debootstrap.
   "${package_pkgs[@]}" rpm2cpio cpio lintian debootstrap zstd
   # tests/probes: OpenSM on ibsim's simulated InfiniBand fabrics (libumad2sim

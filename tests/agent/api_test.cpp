@@ -60,6 +60,7 @@ struct TestDiscovery : Discovery {
     r->fabric.id = "p1/10.20.0.0/16";
     r->fabric.address = "10.20.0.11";
     r->gpus.model = "H100";
+    r->gpudirect = {true, "dma-buf", "the open NVIDIA kernel module on kernel 6.1.0 (>= 5.12)"};
     return r;
   }();
   fa::Result<fa::probes::Report> discover() override { return *report; }
@@ -234,6 +235,8 @@ TEST_CASE("status: ETag, 304, long-poll decision, bad wait", "[api]") {
   CHECK(body["agent"]["generation"] == 1);
   CHECK(body["agent"]["version"] == FA_VERSION);
   CHECK(body["inspect"]["fabric"]["id"] == "p1/10.20.0.0/16");
+  CHECK(body["inspect"]["gpudirect"]["rdma"] == true);  // GPUDirect readiness reaches the control plane
+  CHECK(body["inspect"]["gpudirect"]["via"] == "dma-buf");
   CHECK(body["mesh"]["public_key"] == "PUBKEY=");
   CHECK(body["mesh"]["endpoint"] == "10.20.0.11:51820");  // RoCE: the fabric address
   CHECK(body["mesh"]["state"] == "none");

@@ -70,6 +70,7 @@ for lib in libibverbs1 libibumad3 libsystemd0 libssl3 libnl-3-200 libnl-route-3-
 done
 
 expect_eq "/usr/bin/fabric-agent" "755 root root" "$(stat_of "$root/usr/bin/fabric-agent")"
+expect_eq "/usr/bin/fabric-agent-runtime" "755 root root" "$(stat_of "$root/usr/bin/fabric-agent-runtime")"
 [ -z "$HAVE_UNIT" ] || expect_eq "unit" "644 root root" "$(stat_of "$root/usr/lib/systemd/system/fabric-agent.service")"
 expect_eq "agent.yaml" "644 root root" "$(stat_of "$root/etc/fabric-agent/agent.yaml")"
 expect_eq "state dir" "700 root root" "$(stat_of "$root/var/lib/fabric-agent")"
@@ -154,6 +155,7 @@ check "apt-get remove: $out" test $? -eq 0
 expect_match "config-files state" '^deinstall ok config-files' "$(in_root "$root" dpkg-query -W -f '${Status}' fabric-agent 2>&1)"
 expect_match "prerm stopped the daemon" '^fabric-agent\.service stop$' "$(cat "$root/var/log/fa-policy-rc.log" 2>&1)"
 check "binary removed" test ! -e "$root/usr/bin/fabric-agent"
+check "runtime removed" test ! -e "$root/usr/bin/fabric-agent-runtime"
 check "unit removed" test ! -e "$root/usr/lib/systemd/system/fabric-agent.service"
 [ -z "$HAVE_UNIT" ] || expect_eq "unit masked until purge (deb-systemd-helper)" /dev/null "$(readlink "$root/etc/systemd/system/fabric-agent.service")"
 check "remove keeps the edited config" grep -qx 'provider_id: "chroot-edit"' "$root/etc/fabric-agent/agent.yaml"

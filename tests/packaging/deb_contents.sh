@@ -74,8 +74,10 @@ expect_eq "docs/packaging.md's dpkg -I block is the package's Depends, Recommend
 # Files, owners and modes as dpkg will create them.
 listing=$(dpkg-deb -c "$DEB1")
 expect_match "binary 0755 root" '^-rwxr-xr-x root/root .* \./usr/bin/fabric-agent$' "$listing"
-expect_eq "one executable: usr/bin/fabric-agent" "./usr/bin/fabric-agent" \
-  "$(awk '$1 ~ /^-..x/ { print $NF }' <<<"$listing")"
+expect_match "runtime 0755 root" '^-rwxr-xr-x root/root .* \./usr/bin/fabric-agent-runtime$' "$listing"
+expect_eq "two executables: the binary and the nested-container runtime" \
+  "$(printf '%s\n' ./usr/bin/fabric-agent ./usr/bin/fabric-agent-runtime)" \
+  "$(awk '$1 ~ /^-..x/ { print $NF }' <<<"$listing" | sort)"
 [ -z "$HAVE_UNIT" ] || expect_match "unit under lib/systemd/system" '^-rw-r--r-- root/root .* \./usr/lib/systemd/system/fabric-agent\.service$' "$listing"
 expect_match "config 0644" '^-rw-r--r-- root/root .* \./etc/fabric-agent/agent\.yaml$' "$listing"
 expect_match "state dir 0700" '^drwx------ root/root .* \./var/lib/fabric-agent/$' "$listing"
@@ -118,6 +120,16 @@ expect_no_match "$f: no symbol table" '\.symtab' "$sections"
 expect_no_match "$f: no debug sections" '\.debug_' "$sections"
 expect_match "$f: build id kept (matches the unstripped build binary)" '\.note\.gnu\.build-id' "$sections"
 expect_eq "$f: same build id as build/agent/fabric-agent" "$(bid "$build/agent/fabric-agent")" "$(bid "$work/data/$f")"
+# The runtime is bind-mounted into renters' images: a static PIE, no NEEDED
+# library, hardened and stripped the same way.
+f=usr/bin/fabric-agent-runtime
+dynamic=$(readelf -d -W "$work/data/$f")
+expect_no_match "$f: no shared library needed (static)" '\(NEEDED\)' "$dynamic"
+expect_match "$f: position-independent (PIE)" '\(FLAGS_1\).*PIE' "$dynamic"
+expect_match "$f: bound at start (BIND_NOW)" '\(FLAGS\).*BIND_NOW' "$dynamic"
+sections=$(readelf -S -W "$work/data/$f")
+expect_no_match "$f: no symbol table" '\.symtab' "$sections"
+expect_eq "$f: same build id as build/agent/fabric-agent-runtime" "$(bid "$build/agent/fabric-agent-runtime")" "$(bid "$work/data/$f")"
 
 # lintian: no error, no warning; every override has a reason on the line above.
 overrides="$src/packaging/deb/lintian-overrides"

@@ -25,7 +25,7 @@ expect_eq "release 2 is newer" 2 "$(q --qf '%{RELEASE}' "$RPM2")"
 
 # -qpl: the files, nothing Debian-only, no distribution-owned directories.
 files=$(q -l "$RPM1")
-for f in /usr/bin/fabric-agent ${HAVE_UNIT:+/usr/lib/systemd/system/fabric-agent.service} /etc/fabric-agent/agent.yaml \
+for f in /usr/bin/fabric-agent /usr/bin/fabric-agent-runtime ${HAVE_UNIT:+/usr/lib/systemd/system/fabric-agent.service} /etc/fabric-agent/agent.yaml \
   /var/lib/fabric-agent /usr/share/man/man8/fabric-agent.8.gz /usr/share/licenses/fabric-agent/LICENSE \
   /usr/share/doc/fabric-agent/README.md; do
   expect_match "-qpl lists $f" "^${f//./\\.}\$" "$files"
@@ -44,9 +44,10 @@ expect_no_match "the unit has no file flags (not %config)" '^/usr/lib/systemd/sy
 dump=$(q --dump "$RPM1")
 mode() { printf '%s\n' "$dump" | awk -v p="$1" '$1 == p { print substr($5, length($5) - 2), $6, $7 }'; }
 expect_eq "binary mode" "755 root root" "$(mode /usr/bin/fabric-agent)"
-# One executable: the only file with an execute bit is the binary.
-expect_eq "one executable: /usr/bin/fabric-agent" "/usr/bin/fabric-agent" \
-  "$(printf '%s\n' "$dump" | awk '$5 ~ /^0100/ && substr($5, length($5) - 2) ~ /[1357]/ { print $1 }')"
+expect_eq "runtime mode" "755 root root" "$(mode /usr/bin/fabric-agent-runtime)"
+# Two executables: the binary and the nested-container runtime, nothing else.
+expect_eq "two executables" "$(printf '%s\n' /usr/bin/fabric-agent /usr/bin/fabric-agent-runtime)" \
+  "$(printf '%s\n' "$dump" | awk '$5 ~ /^0100/ && substr($5, length($5) - 2) ~ /[1357]/ { print $1 }' | sort)"
 expect_eq "state dir mode" "700 root root" "$(mode /var/lib/fabric-agent)"
 expect_eq "config mode" "644 root root" "$(mode /etc/fabric-agent/agent.yaml)"
 [ -z "$HAVE_UNIT" ] || expect_eq "unit mode" "644 root root" "$(mode /usr/lib/systemd/system/fabric-agent.service)"
@@ -89,7 +90,7 @@ expect_match "%changelog from packaging/changelog" '^\* [A-Z][a-z]{2} [A-Z][a-z]
 # The payload: stripped binary, sources shipped as they are.
 mkdir -p "$work/payload"
 (cd "$work/payload" && rpm2cpio "$RPM1" | cpio -idm --quiet)
-for f in usr/bin/fabric-agent; do
+for f in usr/bin/fabric-agent usr/bin/fabric-agent-runtime; do
   sections=$(readelf -S -W "$work/payload/$f")
   expect_no_match "$f stripped: no symbol table" '\.symtab' "$sections"
   expect_no_match "$f stripped: no debug sections" '\.debug_' "$sections"
@@ -125,7 +126,7 @@ expect_eq "upgrade keeps the token" "$token" "$(cat "$root/var/lib/fabric-agent/
 out=$(R -e fabric-agent 2>&1)
 check "rpm -e: $out" test $? -eq 0
 check "not installed after erase" sh -c "! rpm --root '$root' --dbpath /var/lib/rpm -q fabric-agent >/dev/null 2>&1"
-for f in /usr/bin/fabric-agent /usr/lib/systemd/system/fabric-agent.service /usr/share/man/man8/fabric-agent.8.gz \
+for f in /usr/bin/fabric-agent /usr/bin/fabric-agent-runtime /usr/lib/systemd/system/fabric-agent.service /usr/share/man/man8/fabric-agent.8.gz \
   /etc/fabric-agent/agent.yaml /usr/share/doc/fabric-agent; do
   check "erase removes $f" test ! -e "$root$f"
 done

@@ -270,3 +270,60 @@ TEST_CASE("printable keeps UTF-8 and escapes the rest") {
   CHECK(printable("cut \xc3") == "cut \\xc3");
   CHECK(printable("\xed\xa0\x80") == "\\xed\\xa0\\x80");  // a UTF-16 surrogate is not UTF-8
 }
+
+// GPUDirect RDMA readiness from a sysfs tree and a procfs snapshot
+// (fixtures i..l, written by make_fixtures.py), through discover() and the
+// CLI, as the daemon and an operator see it.
+namespace {
+
+nlohmann::json gdr_of(const std::string& name) {
+  InspectOptions o;
+  o.sysfs_root = fx(name.c_str());
+  o.proc_root = o.sysfs_root + ".proc";
+  o.query_sm = false;
+  return to_json(discover(o))["gpudirect"];
+}
+
+}  // namespace
+
+TEST_CASE("GPUDirect readiness: peermem, dma-buf, neither with the reason, no GPU") {
+  CHECK(gdr_of("i-gdr-peermem") ==
+        nlohmann::json::parse(R"({"rdma": true, "via": "nvidia_peermem",
+          "reason": "nvidia_peermem is loaded: the HCA reads and writes GPU memory directly"})"));
+  auto j = gdr_of("j-gdr-dmabuf");
+  CHECK(j["rdma"] == true);
+  CHECK(j["via"] == "dma-buf");
+  CHECK(j["reason"].get<std::string>().find("the open NVIDIA kernel module on kernel 6.1.0-18-amd64 (>= 5.12)") == 0);
+  auto k = gdr_of("k-gdr-none");
+  CHECK(k["rdma"] == false);
+  CHECK(k["via"].is_null());
+  CHECK(k["reason"] == "nvidia_peermem is not loaded and dma-buf is not available (the NVIDIA kernel module is the "
+                       "proprietary flavour): NCCL stages GPU buffers through host memory; load it with `modprobe "
+                       "nvidia_peermem`");
+  auto l = gdr_of("l-gdr-old-kernel");
+  CHECK(l["rdma"] == false);
+  CHECK(l["reason"].get<std::string>().find("(kernel 5.10.0-28-amd64 is older than 5.12)") != std::string::npos);
+  // d-none has no GPU (and no .proc tree): the question does not arise.
+  CHECK(gdr_of("d-none") == nlohmann::json::parse(R"({"rdma": null, "via": null, "reason": "no NVIDIA GPU"})"));
+}
+
+TEST_CASE("GPUDirect readiness in inspect --json and the table (--proc-root)") {
+  const char* bin = std::getenv("FA_BINARY");
+  REQUIRE(bin != nullptr);
+  auto run = [&](const std::string& args) {
+    std::string out;
+    FILE* f = ::popen((std::string(bin) + " inspect " + args).c_str(), "r");
+    REQUIRE(f != nullptr);
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+    CHECK(::pclose(f) == 0);
+    return out;
+  };
+  std::string root = fx("j-gdr-dmabuf");
+  auto doc = nlohmann::json::parse(run("--json --sysfs-root " + root + " --proc-root " + root + ".proc"));
+  CHECK(doc["gpudirect"]["via"] == "dma-buf");
+  std::string table = run("--sysfs-root " + fx("k-gdr-none") + " --proc-root " + fx("k-gdr-none") + ".proc");
+  CHECK(table.find("GPUDirect no RDMA (host copies)\n") != std::string::npos);
+  CHECK(table.find("  gpudirect: nvidia_peermem is not loaded") != std::string::npos);
+}

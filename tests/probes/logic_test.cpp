@@ -554,3 +554,27 @@ TEST_CASE("GPU identification") {
   CHECK(gpu_model("0x1002", "0x74a1") == "Instinct MI300X");
   CHECK(gpu_model("0x10de", "0x9999") == "0x10de:0x9999");
 }
+
+TEST_CASE("GPUDirect readiness on data: which module, which flavour, which kernel") {
+  GpuDirectInputs in;
+  CHECK_FALSE(gpudirect_readiness(in).ready.has_value());  // no NVIDIA GPU
+  in.nvidia_gpus = 8;
+  CHECK(gpudirect_readiness(in).reason == "the nvidia kernel module is not loaded (module/nvidia)");
+  in.nvidia_module = true;
+  in.peer_module = "nv_peer_mem";  // MLNX_OFED's older module counts the same
+  CHECK(gpudirect_readiness(in).via == "nvidia_peermem");
+  in.peer_module.clear();
+  // Nothing readable in procfs: both unknowns are named.
+  auto g = gpudirect_readiness(in);
+  CHECK(g.ready == false);
+  CHECK(g.reason.find("(the NVIDIA driver flavour is unknown (driver/nvidia/version unreadable) and the kernel "
+                      "release is unknown)") != std::string::npos);
+  in.driver_version = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.14  Release Build";
+  in.kernel_release = "5.12.0";
+  CHECK(gpudirect_readiness(in).via == "dma-buf");  // 5.12 is the first with dma-buf MRs
+  in.kernel_release = "5.11.22";
+  CHECK(gpudirect_readiness(in).ready == false);
+  in.kernel_release = "6.12.1-amd64";
+  in.driver_version = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.161.07";
+  CHECK(gpudirect_readiness(in).reason.find("proprietary flavour") != std::string::npos);
+}
