@@ -673,11 +673,6 @@ Server::~Server() {
   if (impl_->core_sub) impl_->core.unsubscribe(*impl_->core_sub);
 }
 
-int Server::live_connections() const {
-  std::lock_guard g(impl_->slots_mu);
-  return impl_->live;
-}
-
 Result<uint16_t> Server::start() {
   auto hp = parse_host_port(impl_->opt.listen);
   if (!hp) return Error{"listen '" + impl_->opt.listen + "' " + hp.error().message};

@@ -50,7 +50,6 @@ class Server {
   // Binds and starts accepting. Returns the bound port (useful with port 0).
   Result<uint16_t> start();
   void stop();
-  int live_connections() const;
 
   struct Impl;
 
