@@ -25,9 +25,11 @@ out=$1 kdir=$2 kver=$3 depends=$4
 # container engine. (rdma-core brings udev, which is masked below.)
 MACHINE_PKGS=(systemd-sysv dbus qemu-guest-agent iproute2 iputils-ping wireguard-tools rdma-core
   ibverbs-utils ibverbs-providers perftest podman crun kmod procps)
-# The renter's image (a Debian 12 userland with the RDMA tools, as an NCCL
-# job's image would have), run with `podman run --rootfs`: no registry.
-RENTER_PKGS=(iproute2 iputils-ping wireguard-tools ibverbs-providers ibverbs-utils perftest procps)
+# The renter's image (a Debian 12 userland with the RDMA tools and OpenSSH,
+# as an NCCL job's image would have: mpirun and the renter reach the other
+# nodes over ssh), run with `podman run --rootfs`: no registry.
+RENTER_PKGS=(iproute2 iputils-ping wireguard-tools ibverbs-providers ibverbs-utils perftest procps
+  openssh-server openssh-client)
 
 t0=$(date +%s)
 tmp=$(mktemp -d "$(dirname "$out")/root.tmp.XXXXXX")

@@ -6,9 +6,15 @@
 # machine's container over NCCL_IB_HCA / NCCL_IB_GID_INDEX, with the
 # connection set up over the overlay (NCCL_SOCKET_IFNAME, as NCCL
 # bootstraps), writes what it saw to /out and holds the fabric until
-# /out/stop appears. LAB_PEER: the other node's overlay address; LAB_ROLE:
-# server | client (ib_write_bw's).
+# /out/stop appears. Both run the image's sshd (the files the OCI hook wrote
+# from PUT /v1/login); the client then logs in to the other node with ssh,
+# as a renter does, with no prompt allowed. LAB_PEER: the other node's
+# overlay address; LAB_ROLE: server | client (ib_write_bw's).
 out=/out
+# The image's own sshd and its stock sshd_config (which includes the hook's
+# sshd_config.d drop-in); -E: its log where the host reads it.
+mkdir -p /run/sshd
+/usr/sbin/sshd -E $out/sshd.log
 ip -4 addr show wg0 > $out/addr 2>&1
 wg show wg0 > $out/wg 2>&1
 ls /dev/infiniband > $out/ib 2>&1
@@ -16,6 +22,22 @@ env | grep '^NCCL_' | sort > $out/env
 grep 'Max locked memory' /proc/self/limits > $out/limits
 ping -c 3 -w 30 "$LAB_PEER" > $out/ping 2>&1
 echo $? > $out/ping.rc
+if [ "$LAB_ROLE" = client ]; then
+  # BatchMode: no password or passphrase prompt; StrictHostKeyChecking=yes: no
+  # host key learnt on first use, only the rental's CA vouches for the peer.
+  # Retried while the peer's container may not have started sshd yet.
+  set -- -o BatchMode=yes -o StrictHostKeyChecking=yes -o ConnectTimeout=10 "$LAB_PEER"
+  tries=0
+  while :; do
+    ssh "$@" 'hostname; id -u' > $out/ssh 2> $out/ssh.err
+    rc=$?
+    [ $rc -eq 0 ] || [ $tries -ge 10 ] && break
+    tries=$((tries + 1))
+    sleep 2
+  done
+  echo $rc > $out/ssh.rc
+  ssh "$@" env 2>> $out/ssh.err | grep '^NCCL_' | sort > $out/ssh-env
+fi
 touch $out/checked
 
 hca=${NCCL_IB_HCA#=}

@@ -127,6 +127,36 @@ for n in 0 1; do
   assert_match "$(vm "$n" 'ip -d -o link show dev wg0')" ' wireguard ' "node$n: wg0's link kind"
 done
 
+step "the rental's SSH login: PUT /v1/login on each machine (docs/api.md)"
+# What the control plane mints per rental with OpenSSH's tools: a CA and a
+# user key pair; per node a host key and a certificate for its overlay address.
+ssh_dir=$RUN_DIR/ssh
+mkdir -p -m 0700 "$ssh_dir"
+cluster=$(jq -r .desired.cluster_id <<<"$m")
+ssh-keygen -q -t ed25519 -N '' -C "$cluster-ca" -f "$ssh_dir/ca"
+ssh-keygen -q -t ed25519 -N '' -C "$cluster-user" -f "$ssh_dir/user"
+for n in 0 1; do
+  ssh-keygen -q -t ed25519 -N '' -f "$ssh_dir/host$n"
+  ssh-keygen -q -s "$ssh_dir/ca" -I "$cluster/node$n" -h -n "10.42.0.$((n + 1))" -V -5m:+1d "$ssh_dir/host$n.pub"
+  body=$(jq -n --arg c "$cluster" --rawfile ca "$ssh_dir/ca.pub" --rawfile hk "$ssh_dir/host$n" \
+    --rawfile hc "$ssh_dir/host$n-cert.pub" --rawfile up "$ssh_dir/user.pub" --rawfile uk "$ssh_dir/user" \
+    '{cluster_id: $c, ca_public_key: $ca, host_key: $hk, host_certificate: $hc, user_public_key: $up, user_key: $uk}')
+  api "$n" PUT /v1/login "$body"
+  [ "$API_CODE" = 200 ] || echo "$API_OUT"
+  assert_eq "$API_CODE" 200 "node$n: PUT /v1/login"
+  assert_eq "$(jq -c .principals <<<"$API_OUT")" "[\"10.42.0.$((n + 1))\"]" "node$n: the host certificate's principals"
+  assert_eq "$(jq -r .ca_fingerprint <<<"$API_OUT")" "$(ssh-keygen -l -f "$ssh_dir/ca.pub" | awk '{ print $2 }')" "node$n: the CA's fingerprint"
+  j=$(vm "$n" 'journalctl -u fabric-agent -b -o cat')
+  assert_contains "$j" "SSH login material of cluster $cluster kept" "node$n: the log line"
+  # Lines 5 and 6 of an Ed25519 key file carry its private half (line 2 is
+  # the header every such file shares).
+  for k in host$n user; do
+    for l in 5 6; do
+      assert_not_contains "$j$API_OUT" "$(sed -n ${l}p "$ssh_dir/$k")" "node$n: the journal and the answer ($k's private key, line $l)"
+    done
+  done
+done
+
 step "a renter's whole-machine container on each machine (podman --device fabric-agent.io/rdma=all)"
 # The machines have no GPU: the hook's whole-machine check then has nothing
 # to hold and passes (docs/pods.md), which is what is asserted here; the
@@ -163,6 +193,16 @@ for n in 0 1; do
   assert_eq "$(tr '\n' ' ' < "$o/env")" "NCCL_IB_GID_INDEX=$gid NCCL_IB_HCA==rxe0:1 NCCL_SOCKET_IFNAME=wg0 " "node$n container: NCCL env"
   assert_eq "$(tr -s ' ' < "$o/limits")" "Max locked memory unlimited unlimited bytes " "node$n container: memlock raised by the hook"
   assert_eq "$(cat "$o/ping.rc")" 0 "node$n container: ping -c3 10.42.0.$((2 - n)) over the overlay"
+  if [ "$n" -eq 0 ]; then
+    # ssh 10.42.0.2 from node0's container lands in node1's container, as
+    # root, with BatchMode=yes and StrictHostKeyChecking=yes; its sessions
+    # get the NCCL variables node1's container has.
+    [ "$(cat "$o/ssh.rc")" = 0 ] || { cat "$o/ssh.err"; tail -n 20 "$RUN_DIR/node1/share/out/renter/sshd.log"; }
+    assert_eq "$(cat "$o/ssh.rc")" 0 "node0 container: ssh 10.42.0.2 (BatchMode, StrictHostKeyChecking=yes)"
+    assert_eq "$(tr '\n' ' ' < "$o/ssh")" "$(vm 1 'podman exec renter hostname') 0 " "node0 container: ssh 10.42.0.2 'hostname; id -u' (node1's container, root)"
+    assert_eq "$(tr '\n' ' ' < "$o/ssh-env")" "$(tr '\n' ' ' < "$RUN_DIR/node1/share/out/renter/env")" "node0 container: ssh 10.42.0.2 env | grep NCCL_ (node1's variables)"
+    assert_contains "$(cat "$o/ssh-env")" "NCCL_IB_HCA==rxe0:1" "node0 container: NCCL_IB_HCA in node1's ssh session"
+  fi
   assert_contains "$(cat "$o/ping")" "3 received" "node$n container: ping"
   assert_eq "$(cat "$o/rdma-target")" "rxe0 1 $gid" "node$n container: ib_write_bw's HCA, port and GID index (from NCCL_IB_*)"
   assert_eq "$(cat "$o/bw.rc")" 0 "node$n container: ib_write_bw's status"
