@@ -81,8 +81,14 @@ mpair=$(median "${pair[@]}")
 floor=$(awk -v r="$nrounds" -v p="$mpair" 'BEGIN { printf "%.2f", r * p }')
 vr=$(awk -v a="$tall" -v b="$floor" 'BEGIN { printf "%.3f", a / b }')
 echo "RESULT verify $MACHINES machines: $tall s measuring ($twall s in all); floor $nrounds rounds x $mpair s (one pair alone, median of ${pair[*]}) = $floor s"
-echo "RESULT ratio verify/floor = $vr (target <= 1.2)"
+echo "RESULT ratio verify/floor = $vr (target <= 1.2; the floor of pairs measured alone, see below)"
 echo "RESULT   in that run: one pair took $pair_med s (median; alone $mpair s), the slowest pair of each round added up to $pairs_in_rounds s of the $tall s"
+# The same floor with each pair's duration as it ran in its round: what the
+# flow adds (HTTP calls, listeners, status reads between rounds) on top of its
+# probes. In this one VM the pairs of a round share two vCPUs, which
+# stretches each pair; on machines of their own they would not.
+fr=$(awk -v a="$tall" -v b="$pairs_in_rounds" 'BEGIN { printf "%.3f", a / b }')
+echo "RESULT ratio verify/floor-as-run = $fr (target <= 1.2; floor: the slowest pair of each round as it ran, $pairs_in_rounds s)"
 f3=$(awk -v p="$mpair" 'BEGIN { printf "%.2f", 3 * p }')
 echo "RESULT verify 3 machines (one pair a round): $t3 s; floor 3 x $mpair = $f3 s; ratio $(awk -v a="$t3" -v b="$f3" 'BEGIN { printf "%.3f", a / b }')"
 if [ ${#perf[@]} -gt 0 ]; then

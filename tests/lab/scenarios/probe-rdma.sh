@@ -68,14 +68,23 @@ assert_not_contains "$(bg_log server; cat "$LAB_OUT/run.json" "$LAB_OUT/defaults
 
 step "ib_write_bw on the same devices, GIDs and size"
 opts=(-F -s 65536 -D 3 --report_gbits)
-bg_start perf_server ib_write_bw -d "$RXE_B" -i 1 -x "$GID_B" "${opts[@]}"
-rc=0
-retry 20 0.5 ib_write_bw -d "$RXE_A" -i 1 -x "$GID_A" "${opts[@]}" "$IP_B" > "$LAB_OUT/perf.log" 2>&1 || rc=$?
-cat "$LAB_OUT/perf.log"
-assert_eq "$rc" 0 "ib_write_bw exit status"
-bg_wait perf_server || true
-line=$(awk '/#bytes/ { getline; print; exit }' "$LAB_OUT/perf.log")
-read -r _ _ _ perf_avg _ <<< "$line"
+# Under emulation perftest's clock calibration can fail ("Correlation
+# coefficient ... < 0.9") and every figure reads 0: that is no RDMA
+# failure, so such a run is done again (at most three times).
+perf_avg=0
+for try in 1 2 3; do
+  bg_start perf_server ib_write_bw -d "$RXE_B" -i 1 -x "$GID_B" "${opts[@]}"
+  rc=0
+  retry 20 0.5 ib_write_bw -d "$RXE_A" -i 1 -x "$GID_A" "${opts[@]}" "$IP_B" > "$LAB_OUT/perf.log" 2>&1 || rc=$?
+  cat "$LAB_OUT/perf.log"
+  assert_eq "$rc" 0 "ib_write_bw exit status"
+  bg_wait perf_server || true
+  line=$(awk '/#bytes/ { getline; print; exit }' "$LAB_OUT/perf.log")
+  read -r _ _ _ perf_avg _ <<< "$line"
+  awk -v a="${perf_avg:-0}" 'BEGIN { exit !(a > 0) }' && break
+  note "ib_write_bw run $try reported no bandwidth (its clock calibration under emulation)"
+done
+assert_gt "${perf_avg:-0}" 0 "ib_write_bw's average Gb/s"
 ours=$(j .gbps)
 ratio=$(awk -v a="$ours" -v b="$perf_avg" 'BEGIN { printf "%.3f", a / b }')
 note "probe $ours Gb/s, ib_write_bw $perf_avg Gb/s, ratio $ratio"
