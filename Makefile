@@ -9,7 +9,7 @@
 #                   ~10 minutes on 2 cores; run it when threaded code changes)
 #   make soak   the daemon for 10 minutes under a control plane's load and abuse,
 #               against node_exporter under the same load (bench/soak, docs/reliability.md)
-#   make package  build the .deb and the .rpm into $(BUILD)/packages (docs/packaging.md)
+#   make package  build the .deb and the .rpm into $(BUILD)/packages, in a Debian 11 root (docs/packaging.md)
 # CI runs `make test` (see .ci/run). -Werror is on when CI is set.
 
 BUILD      ?= build
@@ -20,7 +20,7 @@ JOBS       ?= $(shell nproc)
 WERROR     ?= $(if $(CI),ON,OFF)
 CMAKE_ARGS ?=
 # Labels the sanitizer pass skips: the lab runs the plain binary in a VM;
-# packages are built from the plain (release) build only.
+# packages are built in their Debian 11 root (scripts/package.sh).
 ASAN_EXCLUDE ?= lab|packaging
 # `make package PACKAGE_RELEASE=2` builds the next package revision.
 PACKAGE_RELEASE ?= 1
@@ -112,11 +112,12 @@ test-fast: build
 	@scripts/deps.sh --test
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L unit
 
-# fabric-agent_<version>-<release>_amd64.deb and fabric-agent-<version>-<release>.x86_64.rpm
-package: build
+# fabric-agent_<version>-<release>_amd64.deb and fabric-agent-<version>-<release>.x86_64.rpm,
+# built in a Debian 11 root (as root; docs/packaging.md): one .deb for Debian
+# 11 to 13 and Ubuntu 22.04/24.04, one .rpm for RHEL 9-class systems.
+package: deps
 	@scripts/deps.sh --package
-	cd $(BUILD) && cpack -D CPACK_DEBIAN_PACKAGE_RELEASE=$(PACKAGE_RELEASE) -D CPACK_RPM_PACKAGE_RELEASE=$(PACKAGE_RELEASE)
-	@ls -l $(BUILD)/packages/*.deb $(BUILD)/packages/*.rpm
+	FA_WERROR=$(WERROR) JOBS=$(JOBS) scripts/package.sh $(BUILD) $(BUILD)/packages $(PACKAGE_RELEASE)
 
 format:
 	git ls-files '*.cpp' '*.hpp' | xargs clang-format -i

@@ -291,7 +291,9 @@ class Session : public Tracked, public std::enable_shared_from_this<Session<Stre
       // handshake; a client without a certificate may still use the token.
       if (srv_->opt.tls.mutual()) {
         SSL* ssl = stream_.native_handle();
-        X509* cert = SSL_get1_peer_certificate(ssl);
+        // OpenSSL 1.1.1's name (3.0 keeps it as a macro for SSL_get1_peer_certificate):
+        // both return a reference of our own.
+        X509* cert = SSL_get_peer_certificate(ssl);
         ctx_.client_cert_verified = cert != nullptr && SSL_get_verify_result(ssl) == X509_V_OK;
         if (cert) X509_free(cert);
         if (ctx_.client_cert_verified) authenticated();

@@ -11,7 +11,7 @@
 #   /usr/bin/fabric-agent-runtime              OCI runtime for nested containers (static PIE)
 #   /usr/share/man/man8/fabric-agent.8.gz      (and fabric-agent-runtime.8.gz, a link to it)
 #   /usr/share/doc/fabric-agent/               docs; Debian: copyright, changelog.Debian.gz
-#   /usr/share/licenses/fabric-agent/LICENSE   RPM only
+#   /usr/share/licenses/fabric-agent/          RPM only: LICENSE, copyright (what is compiled in)
 #   /usr/share/lintian/overrides/fabric-agent  Debian only
 # Install components split what only one format carries: "deb" and "rpm";
 # CPackProjectConfig.cmake picks the set per generator (monolithic packages).
@@ -94,7 +94,9 @@ install(FILES ${FA_PKG_SRC}/deb/copyright ${FA_PKG_BIN}/changelog.Debian.gz
         DESTINATION share/doc/fabric-agent COMPONENT deb)
 install(FILES ${FA_PKG_SRC}/deb/lintian-overrides DESTINATION share/lintian/overrides
         RENAME fabric-agent COMPONENT deb)
-install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION share/licenses/fabric-agent COMPONENT rpm)
+# The Debian copyright file carries the licenses of what is compiled in (yaml-cpp, OpenSSL).
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE ${FA_PKG_SRC}/deb/copyright DESTINATION share/licenses/fabric-agent
+        COMPONENT rpm)
 
 # --- CPack ---
 
@@ -173,7 +175,8 @@ set(CPACK_RPM_POST_UNINSTALL_SCRIPT_FILE ${FA_PKG_SRC}/rpm/postun.sh)
 set(CPACK_RPM_USER_FILELIST
     "%config(noreplace) /etc/fabric-agent/agent.yaml"
     "%dir %attr(0700,root,root) /var/lib/fabric-agent"
-    "%license /usr/share/licenses/fabric-agent/LICENSE")
+    "%license /usr/share/licenses/fabric-agent/LICENSE"
+    "%license /usr/share/licenses/fabric-agent/copyright")
 # Directories that belong to the distribution (filesystem, systemd, man-db)
 # and must not be owned by this package.
 set(CPACK_RPM_EXCLUDE_FROM_AUTO_FILELIST_ADDITION

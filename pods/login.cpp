@@ -405,7 +405,8 @@ Fd open_in_root(int root, const std::string& path, uint64_t flags, uint64_t mode
   how.flags = flags | O_CLOEXEC;
   how.mode = mode;
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-  return Fd(static_cast<int>(::syscall(SYS_openat2, root, rel.c_str(), &how, sizeof how)));
+  // The kernel headers' __NR_openat2: glibc 2.31's SYS_ names predate openat2.
+  return Fd(static_cast<int>(::syscall(__NR_openat2, root, rel.c_str(), &how, sizeof how)));
 }
 
 }  // namespace

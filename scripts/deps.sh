@@ -3,7 +3,10 @@
 # Installs what fabric-agent needs, from Debian 12 packages. Idempotent: a
 # second run installs nothing and takes about a second.
 #   scripts/deps.sh            build and run (`make run`): compilers, -dev libraries, what the daemon runs
-#   scripts/deps.sh --package  also what `make package` runs (dpkg-shlibdeps, rpmbuild)
+#   scripts/deps.sh --package  also what `make package` runs on this host (debootstrap and zstd for
+#                              its Debian 11 build root; docs/packaging.md)
+#   scripts/deps.sh --build-root  only what that root gets (run in Debian 11 by scripts/package.sh):
+#                              compilers, -dev libraries, and cpack's tools (dpkg-shlibdeps, rpmbuild, file)
 #   scripts/deps.sh --test     also the tools the unit, netns, packaging and fuzz tests drive
 #   scripts/deps.sh --fuzz     also what the libFuzzer harnesses need (`make fuzz`; --test includes it)
 #   scripts/deps.sh --lab      also what tests/lab needs (qemu, kernel, perftest)
@@ -23,8 +26,13 @@ run_pkgs=(
   ibverbs-providers    # the verbs drivers (mlx5, rxe, ...), plugins libibverbs loads
   wireguard-go         # the WireGuard backend where the kernel has no module
 )
+# CPack's DEB (dpkg-shlibdeps; file finds the ELF files) and RPM (rpmbuild) generators.
+cpack_pkgs=(
+  dpkg-dev rpm binutils file
+)
+# scripts/package.sh: the Debian 11 root the release packages are built in.
 package_pkgs=(
-  dpkg-dev rpm binutils  # CPack's DEB (dpkg-shlibdeps) and RPM (rpmbuild) generators
+  debootstrap zstd
 )
 test_pkgs=(
   iproute2 iputils-ping procps curl wireguard-tools
@@ -36,8 +44,9 @@ test_pkgs=(
   podman               # tests/pods: the same CDI spec consumed by Podman (--device fabric-agent.io/rdma=all)
   openssh-server openssh-client  # tests/pods: the group's SSH between two containers (real sshd, ssh, ssh-keygen)
   docker.io            # tests/pods: Docker 20.10 (no CDI) with fabric-agent-runtime as its default runtime
-  # tests/packaging: lintian, rpm's queries and a Debian 12 root made with debootstrap.
-  "${package_pkgs[@]}" rpm2cpio cpio lintian debootstrap zstd
+  # tests/packaging: the release build, lintian, rpm's queries, Debian 11, 12
+  # and 13 roots made with debootstrap.
+  "${package_pkgs[@]}" "${cpack_pkgs[@]}" rpm2cpio cpio lintian
   # tests/probes: OpenSM on ibsim's simulated InfiniBand fabrics (libumad2sim
   # attaches libibumad to them), sminfo/saquery as the reference; lldpd in
   # network namespaces for the LLDP neighbour.
@@ -68,11 +77,12 @@ want=("${build_pkgs[@]}" "${run_pkgs[@]}")
 for a in "$@"; do
   case "$a" in
     --package) want+=("${package_pkgs[@]}") ;;
+    --build-root) want=("${build_pkgs[@]}" "${cpack_pkgs[@]}") ;;
     --test) want+=("${test_pkgs[@]}") ;;
     --fuzz) want+=("${fuzz_pkgs[@]}") ;;
     --lab) want+=("${lab_pkgs[@]}") ;;
     --bench) want+=("${bench_pkgs[@]}") ;;
-    *) echo "deps.sh: unknown option '$a' (accepted: --package, --test, --fuzz, --lab, --bench)" >&2; exit 2 ;;
+    *) echo "deps.sh: unknown option '$a' (accepted: --package, --build-root, --test, --fuzz, --lab, --bench)" >&2; exit 2 ;;
   esac
 done
 

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <regex>
@@ -15,22 +16,25 @@
 TEST_CASE("log lines start with the UTC time in RFC 3339, then level and subsystem", "[log]") {
   auto f = fa::line_formatter();
   spdlog::details::log_msg msg(spdlog::source_loc{}, "overlay", spdlog::level::info, "wg0: peers +1 -0 ~0");
-  // 2026-11-29T23:04:47.733Z, and a leap day just after midnight,
-  // 2024-02-29T00:00:00.007Z.
-  for (std::time_t secs : {std::time_t(1795993487), std::time_t(1709164800)}) {
-    msg.time = std::chrono::system_clock::from_time_t(secs) +
-               std::chrono::milliseconds(secs == 1709164800 ? 7 : 733);
+  // 2026-11-29T23:04:47.733Z, a leap day just after midnight
+  // (2024-02-29T00:00:00.007Z), the leap day of a year divisible by 400
+  // (2000-02-29), the day after February in a century year that is not a
+  // leap year (2100-03-01), and the last millisecond before the epoch.
+  const std::pair<std::time_t, int> times[] = {
+      {1795993487, 733}, {1709164800, 7}, {951782400 + 86399, 999}, {4107542400, 0}, {-1, 999}};
+  for (auto [secs, ms] : times) {
+    msg.time = std::chrono::system_clock::from_time_t(secs) + std::chrono::milliseconds(ms);
     spdlog::memory_buf_t out;
     f->format(msg, out);
     std::string line(out.data(), out.size());
     std::tm tm{};
     gmtime_r(&secs, &tm);  // the reference: glibc's own calendar
-    char want[32];
+    char want[48];
     std::strftime(want, sizeof want, "%Y-%m-%dT%H:%M:%S", &tm);
+    char frac[8];
+    std::snprintf(frac, sizeof frac, ".%03dZ", ms);
     INFO(line);
-    CHECK(line.rfind(std::string(want) + (secs == 1709164800 ? ".007Z" : ".733Z") +
-                         " info [overlay] wg0: peers +1 -0 ~0",
-                     0) == 0);
+    CHECK(line.rfind(std::string(want) + frac + " info [overlay] wg0: peers +1 -0 ~0", 0) == 0);
   }
 }
 

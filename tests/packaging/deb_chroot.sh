@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The .deb's life in a Debian 12 root (debootstrap minbase, cached):
+# The .deb's life in a Debian N root (11, 12 or 13; debootstrap minbase, cached):
 # install with apt (dependencies resolve from the Debian archive), files and
 # modes, token, unit enabled, `fabric-agent version` and `inspect`; edit
 # agent.yaml and upgrade to a higher release non-interactively (the edit and
@@ -15,9 +15,10 @@
 # /run/systemd/system exists in the root (the scripts' "systemd is running"
 # test); the root has systemd's systemctl (not as init), which works offline
 # in a chroot: deb-systemd-helper enables the unit through it, as on a host.
-#   deb_chroot.sh SOURCE_DIR PACKAGES_DIR
+#   deb_chroot.sh SOURCE_DIR PACKAGES_DIR N
 set -uo pipefail
-FA_TEST_NAME=packaging:deb-chroot
+n=${3:-12}
+FA_TEST_NAME=packaging:deb-lifecycle-debian$n
 source "$(dirname "$0")/lib.sh"
 
 src=$1
@@ -27,8 +28,8 @@ work=$(mktemp -d /var/tmp/fa-deb-chroot.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 root="$work/root"
 t0=$(date +%s)
-fa_unpack_root "$root"
-log "root unpacked in $(($(date +%s) - t0)) s"
+fa_unpack_root "$root" "$n"
+log "Debian $(cat "$root/etc/debian_version") root unpacked in $(($(date +%s) - t0)) s"
 
 # Test scaffolding, outside anything the package touches.
 cat >"$root/usr/sbin/policy-rc.d" <<'EOF'
@@ -51,6 +52,10 @@ t0=$(date +%s)
 out=$(in_root "$root" apt-get update -q 2>&1)
 check "apt-get update in the root: $out" test $? -eq 0
 log "apt-get update: $(($(date +%s) - t0)) s"
+# A provider's host has the openssl tool and with it the release's
+# /etc/ssl/openssl.cnf, which the compiled-in OpenSSL reads (the TLS check).
+out=$(in_root "$root" apt-get install -y -q --no-install-recommends openssl </dev/null 2>&1)
+check "apt-get install openssl (the host's openssl.cnf): $out" test $? -eq 0
 snapshot >"$work/before"
 in_root "$root" dpkg-query -W -f '${Package}\n' | sort >"$work/pkgs-before"
 
@@ -64,7 +69,7 @@ status=$(in_root "$root" dpkg-query -W -f '${Status} ${Version}' fabric-agent 2>
 expect_match "installed" '^install ok installed [0-9.]+-1$' "$status"
 check "apt-get check: dependencies satisfied" in_root "$root" apt-get check -q
 expect_eq "dpkg --audit: nothing half-installed" "" "$(in_root "$root" dpkg --audit 2>&1)"
-for lib in libibverbs1 libibumad3 libsystemd0 libssl3 libnl-3-200 libnl-route-3-200 libnl-genl-3-200 libyaml-cpp0.7; do
+for lib in libibverbs1 libibumad3 libsystemd0 libnl-3-200 libnl-route-3-200 libnl-genl-3-200; do
   expect_match "dependency $lib installed by apt" '^install ok installed$' \
     "$(in_root "$root" dpkg-query -W -f '${Status}' "$lib" 2>&1)"
 done
@@ -120,6 +125,54 @@ if grep -q '^  run ' <<<"$(in_root "$root" fabric-agent --help 2>/dev/null)"; th
   expect_no_match "the daemon did not create its own" 'created a bearer token' "$run_log"
   expect_eq "token unchanged by the daemon" "$token" "$(cat "$root/var/lib/fabric-agent/token" 2>/dev/null)"
   rm -f "$root/var/log/fa-run.log" "$root/tmp/fa-status.out"
+
+  # The same over mutual TLS, with the OpenSSL compiled into the binary on
+  # both ends and the root's /etc/ssl/openssl.cnf (Debian 12's and 13's are
+  # OpenSSL 3's): a CA, the server's certificate for 127.0.0.1 and a
+  # client's, made on the host, and a self-signed one the server must refuse.
+  tls=$root/tmp/tls
+  mkdir -p "$tls"
+  (
+    cd "$tls" &&
+      openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=fa-test-ca \
+        -keyout ca.key -out ca.pem &&
+      for who in server client; do
+        openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=fa-test-$who" \
+          -keyout "$who.key" -out "$who.csr" &&
+          openssl x509 -req -in "$who.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out "$who.pem" \
+            -extfile <(echo "subjectAltName=IP:127.0.0.1")
+      done &&
+      openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=fa-test-other \
+        -keyout other.key -out other.pem
+  ) >"$work/openssl.log" 2>&1 || cat "$work/openssl.log" >&2
+  cat >"$tls/agent.yaml" <<EOF
+listen: 127.0.0.1:7443
+tls:
+  cert: /tmp/tls/server.pem
+  key: /tmp/tls/server.key
+  client_ca: /tmp/tls/ca.pem
+EOF
+  out=$(in_root_netns "$root" /bin/sh -c '
+    fabric-agent run --config /tmp/tls/agent.yaml >/var/log/fa-run.log 2>&1 &
+    pid=$!
+    i=0
+    st() { fabric-agent status --url https://127.0.0.1:7443 --ca-file /tmp/tls/ca.pem "$@"; }
+    until st --cert /tmp/tls/client.pem --key /tmp/tls/client.key >/tmp/fa-status.out 2>&1; do
+      kill -0 $pid 2>/dev/null || break
+      i=$((i + 1)); [ $i -lt 150 ] || break
+      sleep 0.2
+    done
+    st --cert /tmp/tls/client.pem --key /tmp/tls/client.key >/tmp/fa-status.out 2>&1; echo "status_rc=$?"
+    cat /tmp/fa-status.out
+    # A client certificate of another CA is refused in the handshake.
+    st --cert /tmp/tls/other.pem --key /tmp/tls/other.key >/dev/null 2>&1; echo "foreign_rc=$?"
+    kill -TERM $pid; wait $pid; echo "run_rc=$?"' 2>&1)
+  log "daemon over TLS in the root: $(printf '%s' "$out" | head -n 2 | tr '\n' ' ')"
+  expect_match "fabric-agent status over mutual TLS" '^status_rc=0$' "$out"
+  expect_match "status over TLS shows the daemon at https://" '^agent +fabric-agent [0-9.]+ at https://127\.0\.0\.1:7443' "$out"
+  expect_match "a client certificate of another CA is refused" '^foreign_rc=[1-9]' "$out"
+  expect_match "the TLS daemon exits 0 on SIGTERM" '^run_rc=0$' "$out"
+  rm -rf "$tls" "$root/var/log/fa-run.log" "$root/tmp/fa-status.out"
 else
   log "SKIPPING the daemon checks: this binary has no 'run' subcommand"
 fi

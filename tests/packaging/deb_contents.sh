@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The .deb as built: control fields, run-time dependencies (computed by
-# dpkg-shlibdeps from the binary's NEEDED libraries), files,
+# dpkg-shlibdeps from the binary's NEEDED libraries, each a soname every
+# supported distribution ships; the glibc it needs no newer than Debian
+# 11's; yaml-cpp and OpenSSL compiled in, current with Debian 11's), files,
 # owners and modes, conffiles, maintainer scripts, a stripped binary with no
 # debug sections, and lintian with no error and no warning left unexplained
 # (each override carries a one-line reason).
@@ -33,24 +35,42 @@ log "Depends: $depends_field"
 dpkg-deb -x "$DEB1" "$work/data"
 needed=$(readelf -d "$work/data/usr/bin/fabric-agent" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
 log "NEEDED: $(tr '\n' ' ' <<<"$needed")"
-for so in libssl.so.3 libcrypto.so.3 libibverbs.so.1 libibumad.so.3 libnl-3.so.200 libnl-genl-3.so.200 \
-  libnl-route-3.so.200 libyaml-cpp.so.0.7 libsystemd.so.0; do
+for so in libibverbs.so.1 libibumad.so.3 libnl-3.so.200 libnl-genl-3.so.200 libnl-route-3.so.200 libsystemd.so.0; do
   expect_line "the packaged binary has NEEDED $so" "$so" "$needed"
 done
-for lib in libibverbs1 libibumad3 libssl3 libnl-3-200 libnl-genl-3-200 libnl-route-3-200 libyaml-cpp0.7 \
-  libsystemd0 libc6; do
+# One .deb serves Debian 11 to 13 and Ubuntu 22.04/24.04: each NEEDED soname
+# is one all of them ship (yaml-cpp's and OpenSSL's differ between them).
+stable="libibverbs.so.1 libibumad.so.3 libnl-3.so.200 libnl-route-3.so.200 libnl-genl-3.so.200 libsystemd.so.0
+libstdc++.so.6 libgcc_s.so.1 libm.so.6 libc.so.6 libpthread.so.0 libdl.so.2"
+expect_eq "every NEEDED soname is one each supported distribution ships" "" \
+  "$(grep -vxF -f <(tr ' ' '\n' <<<"$stable") <<<"$needed")"
+for lib in libibverbs1 libibumad3 libnl-3-200 libnl-genl-3-200 libnl-route-3-200 libsystemd0 libstdc++6 libc6; do
   expect_line "Depends names $lib" "$lib" "$depends"
 done
+expect_no_match "Depends names no yaml-cpp or OpenSSL package (compiled in)" '^lib(yaml-cpp|ssl)' "$depends"
 # shlibdeps writes every library's minimum version; a hand-written list would not.
 expect_match "Depends carries shlibdeps' versions (libc6 (>= 2.x))" '(^|, )libc6 \(>= 2\.[0-9]+\)' "$depends_field"
-expect_match "Depends carries shlibdeps' versions (libssl3 (>= 3.x))" '(^|, )libssl3 \(>= 3\.[0-9.]+\)' "$depends_field"
-# The glibc the binary needs: its highest GLIBC_2.N version, and 2.36 for
-# DT_RELR's GLIBC_ABI_DT_RELR (a version without symbols).
+expect_match "Depends carries shlibdeps' versions (libstdc++6 (>= N))" '(^|, )libstdc\+\+6 \(>= [0-9.]+\)' "$depends_field"
+# The glibc the binary needs: its highest GLIBC_2.N version (and 2.36 for
+# DT_RELR's GLIBC_ABI_DT_RELR, a version without symbols), at most Debian 11's.
 glibc_need=$(readelf -V -W "$work/data/usr/bin/fabric-agent" |
   sed -n 's/.*Name: GLIBC_\(2\.[0-9.]*\) .*/\1/p; s/.*Name: GLIBC_ABI_DT_RELR .*/2.36/p' | sort -V | tail -n1)
+log "glibc needed: $glibc_need"
 libc_floor=$(tr ',' '\n' <<<"$depends_field" | sed -n 's/^ *libc6 (>= \([^)]*\)).*/\1/p' | sort -V | tail -n1)
 check "Depends' libc6 (>= ${libc_floor:-none}) covers the glibc the binary needs ($glibc_need)" \
   dpkg --compare-versions "${libc_floor:-0}" ge "$glibc_need"
+check "the binary needs glibc $glibc_need, at most Debian 11's 2.31" dpkg --compare-versions "$glibc_need" le 2.31
+# What is compiled in is the build root's current version (scripts/package.sh
+# upgrades it from Debian 11's security suite before each build).
+root=$build/release/root
+for dev in libssl-dev libyaml-cpp-dev; do
+  check "the build root's $dev is the newest its apt knows" \
+    test "$(chroot "$root" dpkg-query -W -f '${Version}' "$dev")" = \
+    "$(chroot "$root" apt-cache policy "$dev" | sed -n 's/^ *Candidate: //p')"
+done
+ssl_upstream=$(chroot "$root" dpkg-query -W -f '${Version}' libssl-dev | sed 's/-.*//')
+expect_match "the binary carries the build root's OpenSSL ($ssl_upstream)" "^OpenSSL ${ssl_upstream//./\\.} " \
+  "$(strings "$work/data/usr/bin/fabric-agent" | grep '^OpenSSL ')"
 for so in $needed; do
   path=$(ldconfig -p | awk -v so="$so" '$1 == so && /x86-64/ { print $NF; exit }')
   pkg=$(dpkg -S "$(readlink -f "$path")" 2>/dev/null | head -n1 | cut -d: -f1)
@@ -119,7 +139,8 @@ sections=$(readelf -S -W "$work/data/$f")
 expect_no_match "$f: no symbol table" '\.symtab' "$sections"
 expect_no_match "$f: no debug sections" '\.debug_' "$sections"
 expect_match "$f: build id kept (matches the unstripped build binary)" '\.note\.gnu\.build-id' "$sections"
-expect_eq "$f: same build id as build/agent/fabric-agent" "$(bid "$build/agent/fabric-agent")" "$(bid "$work/data/$f")"
+expect_eq "$f: same build id as the build tree's (release/build/agent/fabric-agent)" \
+  "$(bid "$build/release/build/agent/fabric-agent")" "$(bid "$work/data/$f")"
 # The runtime is bind-mounted into renters' images: a static PIE, no NEEDED
 # library, hardened and stripped the same way.
 f=usr/bin/fabric-agent-runtime
@@ -129,7 +150,8 @@ expect_match "$f: position-independent (PIE)" '\(FLAGS_1\).*PIE' "$dynamic"
 expect_match "$f: bound at start (BIND_NOW)" '\(FLAGS\).*BIND_NOW' "$dynamic"
 sections=$(readelf -S -W "$work/data/$f")
 expect_no_match "$f: no symbol table" '\.symtab' "$sections"
-expect_eq "$f: same build id as build/agent/fabric-agent-runtime" "$(bid "$build/agent/fabric-agent-runtime")" "$(bid "$work/data/$f")"
+expect_eq "$f: same build id as the build tree's" "$(bid "$build/release/build/agent/fabric-agent-runtime")" \
+  "$(bid "$work/data/$f")"
 
 # lintian: no error, no warning; every override has a reason on the line above.
 overrides="$src/packaging/deb/lintian-overrides"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The .rpm: queries on the file (-qpl, -qpR, --scripts, --configfiles, modes,
-# changelog, stripped binary), then install, upgrade and erase with
+# changelog, stripped binary), -qpR against the libraries of RHEL 9-class
+# systems (rhel9-sonames), then install, upgrade and erase with
 # `rpm --root DIR --nodeps` into a Debian 12 root (it has the /bin/sh and
 # coreutils the scriptlets run with; --nodeps because its libraries are not
 # in an rpm database). The root has systemd's systemctl but no running
@@ -27,7 +28,7 @@ expect_eq "release 2 is newer" 2 "$(q --qf '%{RELEASE}' "$RPM2")"
 files=$(q -l "$RPM1")
 for f in /usr/bin/fabric-agent /usr/bin/fabric-agent-runtime ${HAVE_UNIT:+/usr/lib/systemd/system/fabric-agent.service} /etc/fabric-agent/agent.yaml \
   /var/lib/fabric-agent /usr/share/man/man8/fabric-agent.8.gz /usr/share/licenses/fabric-agent/LICENSE \
-  /usr/share/doc/fabric-agent/README.md; do
+  /usr/share/licenses/fabric-agent/copyright /usr/share/doc/fabric-agent/README.md; do
   expect_match "-qpl lists $f" "^${f//./\\.}\$" "$files"
 done
 expect_no_match "no Debian-only files" 'changelog\.Debian|lintian' "$files"
@@ -53,16 +54,43 @@ expect_eq "config mode" "644 root root" "$(mode /etc/fabric-agent/agent.yaml)"
 [ -z "$HAVE_UNIT" ] || expect_eq "unit mode" "644 root root" "$(mode /usr/lib/systemd/system/fabric-agent.service)"
 
 # -qpR: rpmbuild's find-requires, one soname per NEEDED library of the
-# binary, none named by hand.
+# binary, none named by hand; the packaged binary is the build tree's
+# (same build id, checked by packaging:deb).
 requires=$(q -R "$RPM1")
 log "Requires: $(printf '%s\n' "$requires" | grep -v '^rpmlib' | tr '\n' ' ')"
-for so in $(readelf -d "$build/agent/fabric-agent" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+for so in $(readelf -d "$build/release/build/agent/fabric-agent" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
   expect_line "-qpR requires NEEDED $so" "$so()(64bit)" "$requires"
 done
-for so in libssl.so.3 libcrypto.so.3 libibverbs.so.1 libibumad.so.3 libnl-3.so.200 libnl-genl-3.so.200 \
-  libnl-route-3.so.200 libyaml-cpp.so.0.7 libsystemd.so.0; do
+for so in libibverbs.so.1 libibumad.so.3 libnl-3.so.200 libnl-genl-3.so.200 libnl-route-3.so.200 libsystemd.so.0; do
   expect_line "-qpR requires $so" "$so()(64bit)" "$requires"
 done
+# yaml-cpp and OpenSSL are compiled in (FA_PORTABLE): no soname of theirs.
+expect_no_match "-qpR: no yaml-cpp or OpenSSL soname (compiled in)" '^lib(yaml-cpp|ssl|crypto)\.so' "$requires"
+# RHEL 9-class systems provide each library and symbol version required.
+rhel9=$src/tests/packaging/rhel9-sonames
+unmet=""
+while IFS= read -r req; do
+  case "$req" in
+    lib*'()(64bit)') so=${req%'()(64bit)'} node="" ;;
+    lib*'('*')(64bit)') so=${req%%(*} node=${req#*(} node=${node%%)*} ;;
+    *) continue ;;
+  esac
+  provided=$(awk -v so="$so" '$1 == so { $1 = ""; print "+" $0 }' "$rhel9")
+  if [ -z "$provided" ]; then
+    unmet+="$req: no RHEL 9 library has this soname"$'\n'
+    continue
+  fi
+  [ -n "$node" ] || continue
+  # The family is the node up to its first digit: GLIBC_2.30 -> GLIBC_;
+  # GLIBC_PRIVATE and IBVERBS_PRIVATE_33 are families of their own.
+  family=${node%%[0-9]*} ok=""
+  for newest in ${provided#+}; do
+    [ "${newest%%[0-9]*}" = "$family" ] && [ "$family" != "$node" ] || continue
+    [ "$(printf '%s\n' "${node#"$family"}" "${newest#"$family"}" | sort -V | tail -n1)" = "${newest#"$family"}" ] && ok=1
+  done
+  [ -n "$ok" ] || unmet+="$req: RHEL 9 provides$(printf ' %s' ${provided#+}) at newest"$'\n'
+done <<<"$requires"
+expect_eq "every library -qpR requires is one RHEL 9 provides ($(basename "$rhel9"))" "" "$unmet"
 # What rpmbuild adds on its own besides: rpmlib features, the scriptlets'
 # shell, the dynamic loader's hash style, the %config file's version.
 expect_eq "-qpR names no package by hand" "" \
