@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <iterator>
 #include <mutex>
 
@@ -18,39 +19,20 @@ namespace {
 std::mutex g_mu;
 std::atomic<spdlog::level::level_enum> g_level{spdlog::level::info};
 
-// The civil date (year, month, day) of a count of days since 1970-01-01, in
-// the proleptic Gregorian calendar: Howard Hinnant's civil_from_days, the
-// algorithm behind <chrono>'s year_month_day (which GCC 10's library, the
-// release build's, does not have).
-struct CivilDate {
-  long long year;
-  unsigned month, day;
-};
-constexpr CivilDate civil_from_days(long long z) {
-  z += 719468;  // days from 0000-03-01 to 1970-01-01
-  const long long era = (z >= 0 ? z : z - 146096) / 146097;
-  const auto doe = static_cast<unsigned>(z - era * 146097);              // day of the 400-year era
-  const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;  // year of the era
-  const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);            // day of the March-based year
-  const unsigned mp = (5 * doy + 2) / 153;                                 // month, March = 0
-  const unsigned month = mp < 10 ? mp + 3 : mp - 9;
-  return {static_cast<long long>(yoe) + era * 400 + (month <= 2), month, doy - (153 * mp + 2) / 5 + 1};
-}
-
-// The line's time in UTC, RFC 3339 with milliseconds and a Z, computed from
-// the clock alone: unambiguous across hosts and DST, and glibc's
-// gmtime/localtime, which load the time zone file (/etc/localtime) on first
-// use, are never called: a short-lived command's first line costs no file read.
+// The line's time in UTC, RFC 3339 with milliseconds and a Z: unambiguous
+// across hosts and DST. glibc's gmtime_r is the calendar, as elsewhere in
+// the agent; seconds are floored so a time before the epoch reads right.
 class UtcTime final : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
     using namespace std::chrono;
-    const auto t = time_point_cast<milliseconds>(msg.time);
-    const auto day = floor<days>(t);
-    const CivilDate date = civil_from_days(day.time_since_epoch().count());
-    const long long ms = (t - day).count();  // [0, 86400000)
-    fmt::format_to(std::back_inserter(dest), "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", date.year, date.month,
-                   date.day, ms / 3600000, ms / 60000 % 60, ms / 1000 % 60, ms % 1000);
+    const auto secs = floor<seconds>(msg.time);
+    const std::time_t t = secs.time_since_epoch().count();
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    fmt::format_to(std::back_inserter(dest), "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900,
+                   tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                   duration_cast<milliseconds>(msg.time - secs).count());
   }
   std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<UtcTime>(); }
 };
