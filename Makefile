@@ -115,7 +115,7 @@ test-fast: build
 # fabric-agent_<version>-<release>_amd64.deb and fabric-agent-<version>-<release>.x86_64.rpm,
 # built in a Debian 11 root (as root; docs/packaging.md): one .deb for Debian
 # 11 to 13 and Ubuntu 22.04/24.04, one .rpm for RHEL 9-class systems.
-package: deps
+package:
 	@scripts/deps.sh --package
 	FA_WERROR=$(WERROR) JOBS=$(JOBS) scripts/package.sh $(BUILD) $(BUILD)/packages $(PACKAGE_RELEASE)
 

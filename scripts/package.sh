@@ -47,6 +47,9 @@ root=$rel/root
 # Its own apt cache: the Debian 11 test root's apt may run at the same time.
 export FA_ROOT_APT=$FA_PKG_CACHE/apt-debian11-build
 mkdir -p "$rel"
+# One build at a time in this tree (make package and the packaging tests share it).
+exec 8>"$rel/lock"
+flock 8
 tarball=$(fa_build_root_tarball)
 if [ "$(cat "$rel/root.from" 2>/dev/null)" != "$tarball" ]; then
   log "unpacking the build root ($(basename "$tarball"))"
