@@ -116,7 +116,9 @@ int cmd_slurm(const std::vector<std::string>& argv_in) {
   for (const auto& [node, u] : targets) {
     auto r = http_request(u, "GET", "/v1/status", "", opt);
     if (!r) {
-      unreachable.push_back({u.base, "", "GET /v1/status failed: " + r.error().message});
+      std::string why = r.error().message;  // "<url>: connect: ...": the line names the agent already
+      if (why.rfind(u.base + ": ", 0) == 0) why.erase(0, u.base.size() + 2);
+      unreachable.push_back({u.base, "", "GET /v1/status failed: " + why});
       continue;
     }
     if (r->status != 200) {
