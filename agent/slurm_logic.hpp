@@ -32,16 +32,16 @@ std::string fabric_name(const std::string& fabric_id);
 bool valid_node_name(const std::string& name);
 
 struct Input {
-  std::string agent;          // the agent's URL, for messages
-  std::string node;           // the Slurm node name given with NODE=URL; "" to use agent.hostname
-  nlohmann::json status;      // its GET /v1/status document
+  std::string agent;      // the agent's URL, for messages
+  std::string node;       // the Slurm node name given with NODE=URL; "" to use agent.hostname
+  nlohmann::json status;  // its GET /v1/status document
 };
 
 struct Node {
-  std::string name;       // Slurm NodeName
+  std::string name;     // Slurm NodeName
   std::string agent;
   std::string fabric_id;
-  std::string feature;    // fabric_name(fabric_id)
+  std::string feature;  // fabric_name(fabric_id)
 };
 
 struct Fabric {
