@@ -75,6 +75,7 @@ std::variant<Plan, std::vector<Problem>> plan(const std::vector<Input>& in) {
   Plan p;
   std::map<std::string, std::string> agent_of_node;  // node name -> agent
   std::map<std::string, std::string> id_of_name;     // fabric name -> fabric id
+  std::map<std::string, std::string> agent_of_instance;  // agent.instance -> agent
   static const char* kAccepted =
       "accepted: letters, digits, '_', '-', '.', starting with a letter, digit or '_', not ALL or DEFAULT";
   for (const auto& x : in) {
@@ -84,6 +85,15 @@ std::variant<Plan, std::vector<Problem>> plan(const std::vector<Input>& in) {
     if (!x.status.is_object()) {
       bad("", "its status is not a JSON object");
       continue;
+    }
+    // One daemon given twice (two URLs of one machine) would be two nodes.
+    const json& ag = x.status.value("agent", json::object());
+    if (ag.is_object() && ag.contains("instance") && ag["instance"].is_string()) {
+      auto [it, fresh] = agent_of_instance.emplace(ag["instance"].get<std::string>(), x.agent);
+      if (!fresh) {
+        bad("agent.instance", "is the agent " + it->second + "'s: the same daemon given twice");
+        continue;
+      }
     }
     // The node name: NODE= from the command line, else the host name's
     // short form, which is the name slurmd registers as (`hostname -s`).

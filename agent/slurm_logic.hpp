@@ -66,7 +66,8 @@ struct Problem {
 // Each agent's node name (NODE= or the short form of agent.hostname) and
 // fabric (inspect.fabric.id). Every agent is checked; any problem (no
 // inspect, no fabric, a fabric without id, no or a bad host name, two agents
-// with one node name, two fabric ids with one name) means no plan.
+// with one node name, one agent (agent.instance) given twice, two fabric ids
+// with one name) means no plan.
 std::variant<Plan, std::vector<Problem>> plan(const std::vector<Input>& in);
 
 // topology.conf: a comment header, then per fabric its id as a comment and

@@ -147,6 +147,21 @@ TEST_CASE("plan: every agent's problem, each naming the agent and the field") {
   CHECK(find("http://notjson:1").message == "its status is not a JSON object");
 }
 
+TEST_CASE("plan: one daemon (agent.instance) under two URLs is refused, whatever node names it is given") {
+  json a = status("n1", roce("p1"));
+  a["agent"]["instance"] = "3f2a9c1d0b7e";
+  json b = status("n2", roce("p1"));
+  b["agent"]["instance"] = "77aa00bb11cc";
+  const auto ok = plan({{"http://10.0.0.1:7471", "", a}, {"http://10.0.0.2:7471", "", b}});
+  CHECK(std::holds_alternative<Plan>(ok));
+  const auto r = plan({{"http://10.0.0.1:7471", "", a}, {"http://h1.example:7471", "gpu001", a}});
+  const auto& ps = problems_of(r);
+  REQUIRE(ps.size() == 1);
+  CHECK(ps[0].agent == "http://h1.example:7471");
+  CHECK(ps[0].field == "agent.instance");
+  CHECK_THAT(ps[0].message, Catch::Contains("http://10.0.0.1:7471") && Catch::Contains("twice"));
+}
+
 TEST_CASE("render_topology: one switch per fabric, nothing above them, ids only in comments") {
   json evil = roce("p1\nSwitchName=root Switches=fab_x");
   std::vector<Input> in = {{"u1", "", status("n1", roce("p1"))},
