@@ -12,5 +12,7 @@ int cmd_run(const std::vector<std::string>& args);
 int cmd_status(const std::vector<std::string>& args);
 // fabric-agent cluster form|verify --agent URL... --token-file F ...
 int cmd_cluster(const std::vector<std::string>& args);
+// fabric-agent slurm --agent [NODE=]URL... --token-file F --output DIR [--json]
+int cmd_slurm(const std::vector<std::string>& args);
 
 }  // namespace fa::agent

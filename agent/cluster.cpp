@@ -43,20 +43,6 @@ struct Node {
   std::string address;  // assigned, with prefix length
 };
 
-// Why an agent's fabric has no id, as its discovery said it.
-std::string unknown_reason(const json& st) {
-  const json& in = st.contains("inspect") ? st["inspect"] : json(nullptr);
-  if (!in.is_object()) return "its status carries no inspect document";
-  if (in.contains("warnings") && in["warnings"].is_array())
-    for (const auto& w : in["warnings"])
-      if (w.is_string() && w.get<std::string>().find("fabric.id is null") != std::string::npos)
-        return w.get<std::string>();
-  if (in.contains("reasons") && in["reasons"].is_object() && in["reasons"].contains("fabric") &&
-      in["reasons"]["fabric"].is_string())
-    return in["reasons"]["fabric"].get<std::string>();
-  return "no reason given";
-}
-
 Result<std::vector<std::string>> assign_addresses(const std::string& cidr, size_t n) {
   auto slash = cidr.find('/');
   in_addr a{};
@@ -91,6 +77,19 @@ int usage(FILE* out) {
 }
 
 }  // namespace
+
+std::string unknown_reason(const json& st) {
+  const json& in = st.contains("inspect") ? st["inspect"] : json(nullptr);
+  if (!in.is_object()) return "its status carries no inspect document";
+  if (in.contains("warnings") && in["warnings"].is_array())
+    for (const auto& w : in["warnings"])
+      if (w.is_string() && w.get<std::string>().find("fabric.id is null") != std::string::npos)
+        return w.get<std::string>();
+  if (in.contains("reasons") && in["reasons"].is_object() && in["reasons"].contains("fabric") &&
+      in["reasons"]["fabric"].is_string())
+    return in["reasons"]["fabric"].get<std::string>();
+  return "no reason given";
+}
 
 std::string fabric_id_of(const json& st) {
   const json& in = st.contains("inspect") ? st["inspect"] : json(nullptr);

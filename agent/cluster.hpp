@@ -15,6 +15,9 @@ namespace fa::agent {
 // inspect.fabric.id; "(none)" when the agent has no RDMA fabric, "(unknown)"
 // when it has one without an id (never grouped with anything).
 std::string fabric_id_of(const nlohmann::json& status);
+// Why an agent's fabric has no id, as its discovery said it (its
+// "fabric.id is null" warning, else reasons.fabric).
+std::string unknown_reason(const nlohmann::json& status);
 // "8 x H100 SXM5 80GB", "0 x (none)".
 std::string gpu_shape_of(const nlohmann::json& status);
 // The index whose value differs from the majority, or -1 when all agree.

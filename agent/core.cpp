@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "agent/core.hpp"
 
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -473,9 +474,15 @@ std::string Core::render_status(const Snapshot& s) const {
   char head[256];
   std::snprintf(head, sizeof head,
                 "{\"agent\":{\"version\":\"%s\",\"instance\":\"%s\",\"generation\":%llu,\"started_unix\":%lld,"
-                "\"uptime_seconds\":%lld},",
+                "\"uptime_seconds\":%lld,\"hostname\":",
                 FA_VERSION, instance_.c_str(), static_cast<unsigned long long>(s.generation), started, uptime);
   std::string out = head;
+  // The kernel's node name (uname -n) as of this request: what slurmd and
+  // `hostname` see, so `fabric-agent slurm` can name the Slurm node. Any
+  // bytes the kernel holds are escaped, never trusted as UTF-8.
+  struct utsname u {};
+  out += uname(&u) == 0 ? json(std::string(u.nodename)).dump(-1, ' ', false, json::error_handler_t::replace) : "null";
+  out += "},";
   out.append(s.body(), 1, std::string::npos);  // the body starts with '{'
   return out;
 }

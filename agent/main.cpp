@@ -52,6 +52,8 @@ const Command kCommands[] = {
     {"status", "the local daemon's view: fabric, NCCL env, mesh, pods", fa::agent::cmd_status},
     {"cluster", "cluster form|verify --agent URL...: form a set of agents' mesh, or measure every pair and rail",
      fa::agent::cmd_cluster},
+    {"slurm", "slurm --agent URL... --output DIR: topology.conf (a switch per fabric) and node features for Slurm",
+     fa::agent::cmd_slurm},
     {"check", "the host's health, NHC-style: exit 0 healthy, 1 one line per failing condition",
      fa::probes::cmd_check},
     {"cdi", "CDI spec for fabric-agent.io/rdma=all: cdi generate [--output DIR]", fa::pods::cmd_cdi},

@@ -51,6 +51,9 @@ test_pkgs=(
   # attaches libibumad to them), sminfo/saquery as the reference; lldpd in
   # network namespaces for the LLDP neighbour.
   ibsim-utils libumad2sim0 opensm infiniband-diags lldpd
+  # tests/agent: Debian's Slurm 22.05 (slurmctld, slurmd, scontrol, sbatch)
+  # with munge loads what `fabric-agent slurm` writes, in network namespaces.
+  slurmctld slurmd slurm-client munge
 )
 # fuzz/: clang, its sanitizer runtimes and libFuzzer (not pulled in by clang
 # without its Recommends).
@@ -62,8 +65,10 @@ test_pkgs+=("${fuzz_pkgs[@]}")
 # Packages above that ship a service the tests only run by hand, confined to
 # their namespaces: never left running on the host (lldpd would send LLDP
 # frames on every host interface, OpenSM would try to manage a real fabric,
-# sshd would listen on the host's port 22: the tests run it in containers).
-no_service=(lldpd opensm ssh)
+# sshd would listen on the host's port 22: the tests run it in containers;
+# slurmctld, slurmd and munged would serve the host: the Slurm test starts
+# its own in its namespaces).
+no_service=(lldpd opensm ssh slurmctld slurmd munge)
 lab_pkgs=(
   qemu-system-x86 busybox-static perftest rdmacm-utils cpio kmod zstd xz-utils
   ibverbs-providers jq binutils

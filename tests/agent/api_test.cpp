@@ -5,6 +5,7 @@
 // record what they were asked to do.
 #include <catch2/catch.hpp>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -234,6 +235,9 @@ TEST_CASE("status: ETag, 304, long-poll decision, bad wait", "[api]") {
   json body = json::parse(first.body());
   CHECK(body["agent"]["generation"] == 1);
   CHECK(body["agent"]["version"] == FA_VERSION);
+  struct utsname u {};
+  REQUIRE(uname(&u) == 0);
+  CHECK(body["agent"]["hostname"] == std::string(u.nodename));  // what `fabric-agent slurm` names the node by
   CHECK(body["inspect"]["fabric"]["id"] == "p1/10.20.0.0/16");
   CHECK(body["inspect"]["gpudirect"]["rdma"] == true);  // GPUDirect readiness reaches the control plane
   CHECK(body["inspect"]["gpudirect"]["via"] == "dma-buf");
