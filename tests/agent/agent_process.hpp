@@ -63,7 +63,9 @@ class AgentProcess {
                            << extra_yaml
                            << (extra_yaml.find("pods:") == std::string::npos
                                    ? std::string(extra_yaml.empty() || extra_yaml.back() == '\n' ? "" : "\n") + "pods: {socket: " + dir + "/pods.sock, cdi_dir: " + dir + "/cdi}\n"
-                                   : std::string());
+                                   : std::string())
+                           // Never the host's NFD directory: a test names its own.
+                           << (extra_yaml.find("nfd:") == std::string::npos ? "nfd: {feature_file: \"\"}\n" : "");
     start(wait_ready);
   }
   ~AgentProcess() { stop(SIGKILL); }
