@@ -190,7 +190,7 @@ std::map<std::string, std::string> as_map(const nfd::Labels& l) { return {l.begi
 
 }  // namespace
 
-TEST_CASE("node labels: an InfiniBand id reads back; RoCE ids, long ids and odd ids are hashed", "[nfd]") {
+TEST_CASE("node labels: an InfiniBand id reads back, RoCE ids, long ids and odd ids are hashed", "[nfd]") {
   CHECK(nfd::fabric_id_value("ib:fe80000000000000:0002c90300a1b2c3") == "ib.fe80000000000000.0002c90300a1b2c3");
   // Hashes as `printf %s ID | sha256sum | cut -c1-40` prints them.
   CHECK(nfd::fabric_id_value("roce:p1:10.20.0.0/16") == "roce-548dbfedbcc26443fb2e8254df7c485c0a5c59ab");

@@ -255,7 +255,7 @@ TEST_CASE("server: SIGHUP with a bad config keeps the running one", "[server]") 
   AgentProcess a(d.path, "");
   std::ofstream(a.config_path(), std::ios::app) << "overlay: {mtu: 99999}\n";
   a.signal(SIGHUP);
-  REQUIRE(a.log_has("reload failed, keeping the running config: " + a.config_path() + ":5:16: overlay.mtu: '99999' is out of range"));
+  REQUIRE(a.log_has("reload failed, keeping the running config: " + a.config_path() + ":6:16: overlay.mtu: '99999' is out of range"));
   CHECK(call(a, "GET", "/v1/status").status == 200);
   CHECK(a.stop(SIGTERM) == 0);
   CHECK(a.log().find("SIGTERM: stopping; the mesh stays up") != std::string::npos);

@@ -81,7 +81,7 @@ nfd: {feature_file: /run/nfd/features.d/agent}
   CHECK(r->nfd.feature_file == "/run/nfd/features.d/agent");
 }
 
-TEST_CASE("nfd.feature_file: on by default at NFD's directory, \"\" turns it off", "[config]") {
+TEST_CASE("nfd.feature_file: on by default at NFD's directory, empty turns it off", "[config]") {
   CHECK(Config{}.nfd.feature_file == "/etc/kubernetes/node-feature-discovery/features.d/fabric-agent");
   auto r = parse_config("nfd: {feature_file: \"\"}\n", "a.yaml");
   REQUIRE(r.ok());
