@@ -412,9 +412,10 @@ void Core::refresh() {
   inspect_text_ = without_counters(inspect).dump(-1, ' ', false, json::error_handler_t::replace);
   if (pods_.on_discovery)
     for (auto& w : pods_.on_discovery(inspect)) warnings_.push_back(std::move(w));
+  auto full = std::make_shared<const json>(std::move(inspect));
   {
     std::lock_guard sl(snap_mu_);
-    inspect_full_ = std::make_shared<json>(std::move(inspect));
+    inspect_full_ = full;
   }
 
   // Reconcile: the interface brought back to the desired mesh, whatever
@@ -449,6 +450,13 @@ void Core::refresh() {
             return n.code == c.code && n.subject == c.subject;
           }) == conditions_.end())
         log->info("health: cleared: {}: {}", c.subject, c.code);
+  }
+  // Node labels: what this pass found, with its health (docs/kubernetes.md).
+  if (!cfg.nfd.feature_file.empty()) {
+    auto now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch());
+    if (auto w = nfd_file_.write(cfg.nfd.feature_file, nfd::labels_of(*full, report && conditions_.empty()), now.count(),
+                                 cfg.refresh_interval))
+      warnings_.push_back(std::move(*w));
   }
   publish_locked(parts_locked(live_, live_error_));
   ++refreshes_;

@@ -23,6 +23,7 @@
 
 #include "agent/auth.hpp"
 #include "agent/metrics.hpp"
+#include "agent/nfd.hpp"
 #include "agent/seams.hpp"
 #include "agent/state.hpp"
 #include "common/config.hpp"
@@ -195,6 +196,7 @@ class Core {
   bool discovered_ = false;
   probes::Health health_;
   std::vector<probes::Condition> conditions_;
+  nfd::FeatureFile nfd_file_;  // node labels for Kubernetes
 
   mutable std::mutex snap_mu_;
   std::shared_ptr<const Snapshot> snap_;

@@ -49,6 +49,10 @@ pods:
   socket: /run/fabric-agent/pods.sock  # where the OCI hooks register containers
   cdi_dir: /var/run/cdi                # CDI spec directory; "" = no spec written
   dev_root: /dev
+nfd:                # node labels for Kubernetes (docs/kubernetes.md)
+  # Node Feature Discovery's local feature file, rewritten at every discovery
+  # pass while its directory exists (NFD's worker makes it); "" = never.
+  feature_file: /etc/kubernetes/node-feature-discovery/features.d/fabric-agent
 health:             # when a condition is raised (docs/health.md)
   flap_down: 25s            # a flap: a fabric port down this long, then up ...
   flap_count: 3             # ... this many times ...
@@ -362,6 +366,24 @@ Config walk(const YAML::Node& root, const Walker& w) {
                               std::string s = w.str(x, q);
                               if (s.empty()) w.fail(x, q, "empty; accepted: a directory path such as /dev");
                               c.pods.dev_root = s;
+                            }},
+                       });
+           }},
+          {"nfd",
+           [&](const YAML::Node& v, const std::string& p) {
+             w.mapping(v, p,
+                       {
+                           {"feature_file",
+                            [&](const YAML::Node& x, const std::string& q) {
+                              std::string s = w.str(x, q);
+                              const std::string accepted =
+                                  "; accepted: an absolute path whose file name does not start with '.' (NFD skips dot "
+                                  "files), e.g. /etc/kubernetes/node-feature-discovery/features.d/fabric-agent, or \"\" for none";
+                              auto slash = s.rfind('/');
+                              if (!s.empty() && (s[0] != '/' || slash + 1 >= s.size() || s[slash + 1] == '.' ||
+                                                 s.find('\0') != std::string::npos))
+                                w.fail(x, q, "'" + s + "' is not accepted" + accepted);
+                              c.nfd.feature_file = s;
                             }},
                        });
            }},

@@ -59,6 +59,14 @@ struct PodsConfig {
   bool operator==(const PodsConfig&) const = default;
 };
 
+// Node labels for Kubernetes: the Node Feature Discovery local feature file
+// the daemon rewrites at every discovery pass (agent/nfd.hpp). Written only
+// while its directory exists; empty: never.
+struct NfdConfig {
+  std::string feature_file = "/etc/kubernetes/node-feature-discovery/features.d/fabric-agent";
+  bool operator==(const NfdConfig&) const = default;
+};
+
 // Bounds on the HTTP API, against slow or greedy clients.
 struct ApiConfig {
   int max_connections = 512;
@@ -96,6 +104,7 @@ struct Config {
   FabricConfig fabric;
   ApiConfig api;
   PodsConfig pods;
+  NfdConfig nfd;
   HealthSettings health;
   std::string state_dir = "/var/lib/fabric-agent";
   std::string sysfs_root = "/sys";

@@ -107,10 +107,12 @@ Result<std::string> read_link(const std::string& path) {
   }
 }
 
-Status write_file_atomic(const std::string& path, std::string_view data, unsigned mode) {
+Status write_file_atomic(const std::string& path, std::string_view data, unsigned mode, TempName temp) {
   auto slash = path.rfind('/');
   std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  std::string tmp = path + ".tmp.XXXXXX";
+  std::string tmp = temp == TempName::beside ? path + ".tmp.XXXXXX"
+                    : slash == std::string::npos ? "." + path + ".tmp.XXXXXX"
+                                                 : path.substr(0, slash + 1) + "." + path.substr(slash + 1) + ".tmp.XXXXXX";
   Fd fd(::mkostemp(tmp.data(), O_CLOEXEC));
   if (!fd.valid()) return Error::from_errno("create temp file for " + path);
   auto fail = [&](const char* what) {
@@ -151,8 +153,11 @@ void remove_stale_temporaries(const std::string& path) {
   std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
   auto names = list_dir(dir);
   if (!names) return;
+  auto is_temp = [](const std::string& n, const std::string& p) {
+    return n.size() == p.size() + 6 && n.compare(0, p.size(), p) == 0;
+  };
   for (const auto& n : *names)
-    if (n.size() == prefix.size() + 6 && n.compare(0, prefix.size(), prefix) == 0) ::unlink((dir + "/" + n).c_str());
+    if (is_temp(n, prefix) || is_temp(n, "." + prefix)) ::unlink((dir + "/" + n).c_str());
 }
 
 namespace {

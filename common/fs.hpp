@@ -23,12 +23,19 @@ Result<std::vector<std::string>> list_dir(const std::string& path);
 // Target of a symlink (readlink), as written.
 Result<std::string> read_link(const std::string& path);
 
+// Where write_file_atomic makes its temporary: beside the file
+// (path.tmp.XXXXXX), or hidden beside it (DIR/.NAME.tmp.XXXXXX) for a
+// directory whose reader takes every file that is not a dot file as its
+// input (Node Feature Discovery's features.d).
+enum class TempName { beside, hidden };
+
 // Writes a file atomically: temp file in the same directory, fsync, rename,
-// fsync the directory. mode applies to the new file.
-Status write_file_atomic(const std::string& path, std::string_view data, unsigned mode = 0644);
+// fsync the directory. mode applies to the new file, whatever the umask.
+Status write_file_atomic(const std::string& path, std::string_view data, unsigned mode = 0644,
+                         TempName temp = TempName::beside);
 
 // Removes the temporaries write_file_atomic(path) leaves when the process
-// dies between creating and renaming one (path.tmp.XXXXXX). Only for a
+// dies between creating and renaming one (either TempName). Only for a
 // path no other process writes.
 void remove_stale_temporaries(const std::string& path);
 

@@ -95,6 +95,16 @@ missing=()
 for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")
 done
+# deploy/kubernetes is checked with npm packages (tests/deploy) and the
+# node labels with kubectl's label validation (tests/agent nfd_test). Where
+# a node or kubectl is already installed (another vendor's package) it is
+# used as it is: Debian's packages would conflict with it.
+for a in "$@"; do
+  if [ "$a" = --test ]; then
+    command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)
+    command -v kubectl >/dev/null || missing+=(kubernetes-client)
+  fi
+done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 SUDO=""

@@ -58,12 +58,15 @@ class AgentProcess {
     config_ = dir + "/agent.yaml";
     log_ = dir + "/agent.log";
     // The pods socket and CDI dir in the test's dir too (never the host's),
-    // on one line after extra_yaml (server_test counts config lines).
+    // on one line after extra_yaml, and nfd on the next (server_test counts
+    // config lines).
     std::ofstream(config_) << "listen: \"" << listen << "\"\nstate_dir: " << dir << "/state\nlog_level: debug\n"
                            << extra_yaml
                            << (extra_yaml.find("pods:") == std::string::npos
                                    ? std::string(extra_yaml.empty() || extra_yaml.back() == '\n' ? "" : "\n") + "pods: {socket: " + dir + "/pods.sock, cdi_dir: " + dir + "/cdi}\n"
-                                   : std::string());
+                                   : std::string())
+                           // Never the host's NFD directory: a test names its own.
+                           << (extra_yaml.find("nfd:") == std::string::npos ? "nfd: {feature_file: \"\"}\n" : "");
     start(wait_ready);
   }
   ~AgentProcess() { stop(SIGKILL); }

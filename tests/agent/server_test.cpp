@@ -13,10 +13,12 @@
 #include <sys/un.h>
 #include <sys/stat.h>
 
+#include <ctime>
 #include <future>
 #include <nlohmann/json.hpp>
 
 #include "agent/client.hpp"
+#include "common/fs.hpp"
 #include "agent_process.hpp"
 
 using namespace fa::test;
@@ -253,7 +255,7 @@ TEST_CASE("server: SIGHUP with a bad config keeps the running one", "[server]") 
   AgentProcess a(d.path, "");
   std::ofstream(a.config_path(), std::ios::app) << "overlay: {mtu: 99999}\n";
   a.signal(SIGHUP);
-  REQUIRE(a.log_has("reload failed, keeping the running config: " + a.config_path() + ":5:16: overlay.mtu: '99999' is out of range"));
+  REQUIRE(a.log_has("reload failed, keeping the running config: " + a.config_path() + ":6:16: overlay.mtu: '99999' is out of range"));
   CHECK(call(a, "GET", "/v1/status").status == 200);
   CHECK(a.stop(SIGTERM) == 0);
   CHECK(a.log().find("SIGTERM: stopping; the mesh stays up") != std::string::npos);
@@ -585,4 +587,66 @@ TEST_CASE("server: sd_notify READY after startup, watchdog pings", "[server]") {
   CHECK(a.log().find("systemd watchdog every 400 ms (pinging at half)") != std::string::npos);
   // READY comes after the first discovery and after listening.
   CHECK(a.log().find("listening on") < a.log().find("ready (generation 1)"));
+}
+
+// The daemon's node labels (agent/nfd.hpp): the feature file written at each
+// pass with the expiry ahead of it, left in place by a stop (its expiry
+// removes the labels), and a file it cannot write is a status warning.
+TEST_CASE("server: the daemon keeps NFD's feature file fresh and says when it cannot write it", "[server][nfd]") {
+  TempDir d;
+  const std::string dir = d.path + "/features.d";
+  REQUIRE(::mkdir(dir.c_str(), 0755) == 0);
+  const std::string file = dir + "/fabric-agent";
+  AgentProcess a(d.path, "sysfs_root: " + std::string(FA_FIXTURES_DIR) + "/a-ib-8gpu\nrefresh_interval: 1s\nnfd: {feature_file: " +
+                             file + "}\n");
+  auto expiry_of = [](const std::string& text) -> long long {
+    auto at = text.find("# +expiry-time=");
+    if (at == std::string::npos) return -1;
+    std::tm tm{};
+    if (!::strptime(text.c_str() + at + 15, "%Y-%m-%dT%H:%M:%SZ", &tm)) return -1;
+    return static_cast<long long>(::timegm(&tm));
+  };
+  std::string text;
+  for (int i = 0; i < 100 && expiry_of(text) < 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    text = read_all(file);
+  }
+  INFO(text << a.log());
+  const long long first = expiry_of(text);
+  REQUIRE(first > 0);
+  // refresh_interval 1s: the 60 s floor.
+  const long long now = static_cast<long long>(std::time(nullptr));
+  CHECK(first >= now + 55);
+  CHECK(first <= now + 61);
+  CHECK(text.find("\nfabric-agent.io/fabric.kind=infiniband\n") != std::string::npos);
+  CHECK(text.find("\nfabric-agent.io/gpu.count=8\n") != std::string::npos);
+  CHECK(text.find("\nfabric-agent.io/healthy=") != std::string::npos);
+  struct stat st {};
+  REQUIRE(::stat(file.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0644);
+  CHECK(a.log_has("node labels: " + file + " written"));
+  // Later passes move the expiry.
+  long long later = first;
+  for (int i = 0; i < 60 && later <= first; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    later = expiry_of(read_all(file));
+  }
+  CHECK(later > first);
+  // A stop leaves the file: the labels go at its expiry, not at a restart.
+  CHECK(a.stop(SIGTERM) == 0);
+  CHECK(expiry_of(read_all(file)) > 0);
+  CHECK(*fa::list_dir(dir) == std::vector<std::string>{"fabric-agent"});
+
+  // A directory that is a file: the status says so.
+  std::ofstream(d.path + "/not-a-dir") << "";
+  TempDir d2;
+  AgentProcess b(d2.path, "sysfs_root: " + std::string(FA_FIXTURES_DIR) + "/a-ib-8gpu\nnfd: {feature_file: " + d.path +
+                              "/not-a-dir/fabric-agent}\n");
+  auto st2 = call(b, "GET", "/v1/status");
+  auto w = json::parse(st2.body)["warnings"];
+  INFO(st2.body);
+  bool found = false;
+  for (const auto& x : w)
+    if (x.get<std::string>().rfind("node labels not written to " + d.path + "/not-a-dir/fabric-agent: ", 0) == 0) found = true;
+  CHECK(found);
 }

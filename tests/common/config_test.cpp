@@ -52,6 +52,7 @@ state_dir: /tmp/st
 sysfs_root: /fixtures/sys
 log_level: debug
 refresh_interval: 5m
+nfd: {feature_file: /run/nfd/features.d/agent}
 )",
                         "a.yaml");
   REQUIRE(r.ok());
@@ -77,6 +78,14 @@ refresh_interval: 5m
   CHECK(r->sysfs_root == "/fixtures/sys");
   CHECK(r->log_level == "debug");
   CHECK(r->refresh_interval == std::chrono::seconds(300));
+  CHECK(r->nfd.feature_file == "/run/nfd/features.d/agent");
+}
+
+TEST_CASE("nfd.feature_file: on by default at NFD's directory, empty turns it off", "[config]") {
+  CHECK(Config{}.nfd.feature_file == "/etc/kubernetes/node-feature-discovery/features.d/fabric-agent");
+  auto r = parse_config("nfd: {feature_file: \"\"}\n", "a.yaml");
+  REQUIRE(r.ok());
+  CHECK(r->nfd.feature_file.empty());
 }
 
 TEST_CASE("config error: YAML syntax", "[config]") {
@@ -145,6 +154,17 @@ TEST_CASE("config error: addresses, names and lists", "[config]") {
   CHECK(err("fabric:\n  lldpd_socket: run/lldpd.socket\n") ==
         "agent.yaml:2:17: fabric.lldpd_socket: 'run/lldpd.socket' is not accepted; accepted: an absolute path shorter "
         "than 108 characters such as /run/lldpd.socket, or empty");
+  const std::string nfd_accepted =
+      "; accepted: an absolute path whose file name does not start with '.' (NFD skips dot files), e.g. "
+      "/etc/kubernetes/node-feature-discovery/features.d/fabric-agent, or \"\" for none";
+  CHECK(err("nfd:\n  feature_file: features.d/fabric-agent\n") ==
+        "agent.yaml:2:17: nfd.feature_file: 'features.d/fabric-agent' is not accepted" + nfd_accepted);
+  CHECK(err("nfd:\n  feature_file: /etc/kubernetes/node-feature-discovery/features.d/.fabric-agent\n") ==
+        "agent.yaml:2:17: nfd.feature_file: '/etc/kubernetes/node-feature-discovery/features.d/.fabric-agent' is not "
+        "accepted" + nfd_accepted);
+  CHECK(err("nfd:\n  feature_file: /etc/kubernetes/node-feature-discovery/features.d/\n") ==
+        "agent.yaml:2:17: nfd.feature_file: '/etc/kubernetes/node-feature-discovery/features.d/' is not accepted" +
+            nfd_accepted);
   CHECK(err("provider_id: 'a b'\n") ==
         "agent.yaml:1:14: provider_id: 'a b' is not accepted; accepted: up to 64 of A-Z a-z 0-9 . _ -");
 }

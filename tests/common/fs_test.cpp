@@ -81,3 +81,23 @@ TEST_CASE("write_file_atomic replaces content with the requested mode", "[fs]") 
   REQUIRE(names.ok());
   CHECK(names->size() == 1);  // no temp file left behind
 }
+
+TEST_CASE("write_file_atomic: a hidden temporary, and stale temporaries of both kinds removed", "[fs]") {
+  TempDir d;
+  std::string p = d.path + "/labels";
+  // A crash between create and rename leaves one of these.
+  std::ofstream(d.path + "/labels.tmp.AbC123") << "x";
+  std::ofstream(d.path + "/.labels.tmp.DeF456") << "x";
+  std::ofstream(d.path + "/.labels.tmp.toolong1") << "x";  // not one of ours
+  fa::remove_stale_temporaries(p);
+  CHECK(*fa::list_dir(d.path) == std::vector<std::string>{".labels.tmp.toolong1"});
+  ::unlink((d.path + "/.labels.tmp.toolong1").c_str());
+  mode_t old = ::umask(077);
+  REQUIRE(fa::write_file_atomic(p, "a=b\n", 0644, fa::TempName::hidden).ok());
+  ::umask(old);
+  CHECK(*fa::read_text_file(p) == "a=b");
+  struct stat st {};
+  REQUIRE(::stat(p.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0644);
+  CHECK(*fa::list_dir(d.path) == std::vector<std::string>{"labels"});
+}
