@@ -23,7 +23,6 @@ source "$(dirname "$0")/lib.sh"
 
 src=$1
 fa_packages "$2"
-fa_unit_known "$src"
 work=$(mktemp -d /var/tmp/fa-deb-chroot.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 root="$work/root"
@@ -32,13 +31,8 @@ fa_unpack_root "$root" "$n"
 log "Debian $(cat "$root/etc/debian_version") root unpacked in $(($(date +%s) - t0)) s"
 
 # Test scaffolding, outside anything the package touches.
-cat >"$root/usr/sbin/policy-rc.d" <<'EOF'
-#!/bin/sh
-echo "$*" >> /var/log/fa-policy-rc.log
-exit 101
-EOF
-chmod 0755 "$root/usr/sbin/policy-rc.d"
-mkdir -p "$root/run/systemd/system" "$root/tmp/pkgs" "$root/tmp/fixtures"
+fa_policy_root "$root"
+mkdir -p "$root/tmp/pkgs" "$root/tmp/fixtures"
 cp "$DEB1" "$DEB2" "$root/tmp/pkgs/"
 cp -a "$src/tests/fixtures/a-ib-8gpu" "$root/tmp/fixtures/"
 deb1=/tmp/pkgs/$(basename "$DEB1")
@@ -76,7 +70,7 @@ done
 
 expect_eq "/usr/bin/fabric-agent" "755 root root" "$(stat_of "$root/usr/bin/fabric-agent")"
 expect_eq "/usr/bin/fabric-agent-runtime" "755 root root" "$(stat_of "$root/usr/bin/fabric-agent-runtime")"
-[ -z "$HAVE_UNIT" ] || expect_eq "unit" "644 root root" "$(stat_of "$root/usr/lib/systemd/system/fabric-agent.service")"
+expect_eq "unit" "644 root root" "$(stat_of "$root/usr/lib/systemd/system/fabric-agent.service")"
 expect_eq "agent.yaml" "644 root root" "$(stat_of "$root/etc/fabric-agent/agent.yaml")"
 expect_eq "state dir" "700 root root" "$(stat_of "$root/var/lib/fabric-agent")"
 expect_eq "token" "600 root root" "$(stat_of "$root/var/lib/fabric-agent/token")"
@@ -87,8 +81,8 @@ expect_eq "copyright" "644 root root" "$(stat_of "$root/usr/share/doc/fabric-age
 expect_eq "changelog.Debian.gz" "644 root root" "$(stat_of "$root/usr/share/doc/fabric-agent/changelog.Debian.gz")"
 expect_match "conffile registered" '^ /etc/fabric-agent/agent\.yaml [0-9a-f]{32}$' \
   "$(in_root "$root" dpkg-query -W -f '${Conffiles}\n' fabric-agent)"
-[ -z "$HAVE_UNIT" ] || check "unit enabled (deb-systemd-helper)" test -L "$root/etc/systemd/system/multi-user.target.wants/fabric-agent.service"
-[ -z "$HAVE_UNIT" ] || expect_eq "systemctl is-enabled" enabled "$(in_root "$root" systemctl --root=/ is-enabled fabric-agent.service 2>&1)"
+check "unit enabled (deb-systemd-helper)" test -L "$root/etc/systemd/system/multi-user.target.wants/fabric-agent.service"
+expect_eq "systemctl is-enabled" enabled "$(in_root "$root" systemctl --root=/ is-enabled fabric-agent.service 2>&1)"
 expect_match "postinst asked to start the daemon" '^fabric-agent\.service start$' "$(cat "$root/var/log/fa-policy-rc.log" 2>&1)"
 
 out=$(in_root "$root" fabric-agent version 2>&1)
@@ -99,83 +93,56 @@ check "fabric-agent inspect (this host's /sys, shipped config): $out" test $? -e
 out=$(in_root "$root" fabric-agent inspect --json --sysfs-root /tmp/fixtures/a-ib-8gpu 2>&1)
 expect_match "inspect --json on the InfiniBand fixture" '"kind": "infiniband"' "$out"
 
-# The packaged daemon, where the binary has one: it must take the token the
-# package created (not make its own), answer `fabric-agent status` with it,
-# and exit 0 on SIGTERM. It runs in its own network namespace (own loopback).
-if grep -q '^  run ' <<<"$(in_root "$root" fabric-agent --help 2>/dev/null)"; then
-  out=$(in_root_netns "$root" /bin/sh -c '
-    fabric-agent run >/var/log/fa-run.log 2>&1 &
-    pid=$!
-    i=0
-    # Readiness: poll until the API answers or the daemon exits (at most 30 s).
-    until fabric-agent status >/tmp/fa-status.out 2>&1; do
-      kill -0 $pid 2>/dev/null || break
-      i=$((i + 1)); [ $i -lt 150 ] || break
-      sleep 0.2
-    done
-    fabric-agent status >/tmp/fa-status.out 2>&1; echo "status_rc=$?"
-    cat /tmp/fa-status.out
-    kill -TERM $pid; wait $pid; echo "run_rc=$?"' 2>&1)
-  log "daemon in the root: $(printf '%s' "$out" | head -n 3 | tr '\n' ' ')"
-  expect_match "fabric-agent status answers with the package's token" '^status_rc=0$' "$out"
-  expect_match "status shows the daemon" '^agent +fabric-agent [0-9.]+ ' "$out"
-  expect_match "the daemon exits 0 on SIGTERM" '^run_rc=0$' "$out"
-  run_log=$(cat "$root/var/log/fa-run.log" 2>&1)
-  expect_match "the daemon read the token the package created" 'bearer token read from /var/lib/fabric-agent/token' "$run_log"
-  expect_no_match "the daemon did not create its own" 'created a bearer token' "$run_log"
-  expect_eq "token unchanged by the daemon" "$token" "$(cat "$root/var/lib/fabric-agent/token" 2>/dev/null)"
-  rm -f "$root/var/log/fa-run.log" "$root/tmp/fa-status.out"
+# The packaged daemon with the package's token, then over mutual TLS.
+fa_check_daemon "$root" "$token"
 
-  # The same over mutual TLS, with the OpenSSL compiled into the binary on
-  # both ends and the root's /etc/ssl/openssl.cnf (Debian 12's and 13's are
-  # OpenSSL 3's): a CA, the server's certificate for 127.0.0.1 and a
-  # client's, made on the host, and a self-signed one the server must refuse.
-  tls=$root/tmp/tls
-  mkdir -p "$tls"
-  (
-    cd "$tls" &&
-      openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=fa-test-ca \
-        -keyout ca.key -out ca.pem &&
-      for who in server client; do
-        openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=fa-test-$who" \
-          -keyout "$who.key" -out "$who.csr" &&
-          openssl x509 -req -in "$who.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out "$who.pem" \
-            -extfile <(echo "subjectAltName=IP:127.0.0.1")
-      done &&
-      openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=fa-test-other \
-        -keyout other.key -out other.pem
-  ) >"$work/openssl.log" 2>&1 || cat "$work/openssl.log" >&2
-  cat >"$tls/agent.yaml" <<EOF
+# The same over mutual TLS, with the OpenSSL compiled into the binary on
+# both ends and the root's /etc/ssl/openssl.cnf (Debian 12's and 13's are
+# OpenSSL 3's): a CA, the server's certificate for 127.0.0.1 and a
+# client's, made on the host, and a self-signed one the server must refuse.
+tls=$root/tmp/tls
+mkdir -p "$tls"
+(
+  cd "$tls" &&
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=fa-test-ca \
+      -keyout ca.key -out ca.pem &&
+    for who in server client; do
+      openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=fa-test-$who" \
+        -keyout "$who.key" -out "$who.csr" &&
+        openssl x509 -req -in "$who.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out "$who.pem" \
+          -extfile <(echo "subjectAltName=IP:127.0.0.1")
+    done &&
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=fa-test-other \
+      -keyout other.key -out other.pem
+) >"$work/openssl.log" 2>&1 || cat "$work/openssl.log" >&2
+cat >"$tls/agent.yaml" <<EOF
 listen: 127.0.0.1:7443
 tls:
   cert: /tmp/tls/server.pem
   key: /tmp/tls/server.key
   client_ca: /tmp/tls/ca.pem
 EOF
-  out=$(in_root_netns "$root" /bin/sh -c '
-    fabric-agent run --config /tmp/tls/agent.yaml >/var/log/fa-run.log 2>&1 &
-    pid=$!
-    i=0
-    st() { fabric-agent status --url https://127.0.0.1:7443 --ca-file /tmp/tls/ca.pem "$@"; }
-    until st --cert /tmp/tls/client.pem --key /tmp/tls/client.key >/tmp/fa-status.out 2>&1; do
-      kill -0 $pid 2>/dev/null || break
-      i=$((i + 1)); [ $i -lt 150 ] || break
-      sleep 0.2
-    done
-    st --cert /tmp/tls/client.pem --key /tmp/tls/client.key >/tmp/fa-status.out 2>&1; echo "status_rc=$?"
-    cat /tmp/fa-status.out
-    # A client certificate of another CA is refused in the handshake.
-    st --cert /tmp/tls/other.pem --key /tmp/tls/other.key >/dev/null 2>&1; echo "foreign_rc=$?"
-    kill -TERM $pid; wait $pid; echo "run_rc=$?"' 2>&1)
-  log "daemon over TLS in the root: $(printf '%s' "$out" | head -n 2 | tr '\n' ' ')"
-  expect_match "fabric-agent status over mutual TLS" '^status_rc=0$' "$out"
-  expect_match "status over TLS shows the daemon at https://" '^agent +fabric-agent [0-9.]+ at https://127\.0\.0\.1:7443' "$out"
-  expect_match "a client certificate of another CA is refused" '^foreign_rc=[1-9]' "$out"
-  expect_match "the TLS daemon exits 0 on SIGTERM" '^run_rc=0$' "$out"
-  rm -rf "$tls" "$root/var/log/fa-run.log" "$root/tmp/fa-status.out"
-else
-  log "SKIPPING the daemon checks: this binary has no 'run' subcommand"
-fi
+out=$(in_root_netns "$root" /bin/sh -c '
+  fabric-agent run --config /tmp/tls/agent.yaml >/var/log/fa-run.log 2>&1 &
+  pid=$!
+  i=0
+  st() { fabric-agent status --url https://127.0.0.1:7443 --ca-file /tmp/tls/ca.pem "$@"; }
+  until st --cert /tmp/tls/client.pem --key /tmp/tls/client.key >/tmp/fa-status.out 2>&1; do
+    kill -0 $pid 2>/dev/null || break
+    i=$((i + 1)); [ $i -lt 150 ] || break
+    sleep 0.2
+  done
+  st --cert /tmp/tls/client.pem --key /tmp/tls/client.key >/tmp/fa-status.out 2>&1; echo "status_rc=$?"
+  cat /tmp/fa-status.out
+  # A client certificate of another CA is refused in the handshake.
+  st --cert /tmp/tls/other.pem --key /tmp/tls/other.key >/dev/null 2>&1; echo "foreign_rc=$?"
+  kill -TERM $pid; wait $pid; echo "run_rc=$?"' 2>&1)
+log "daemon over TLS in the root: $(printf '%s' "$out" | head -n 2 | tr '\n' ' ')"
+expect_match "fabric-agent status over mutual TLS" '^status_rc=0$' "$out"
+expect_match "status over TLS shows the daemon at https://" '^agent +fabric-agent [0-9.]+ at https://127\.0\.0\.1:7443' "$out"
+expect_match "a client certificate of another CA is refused" '^foreign_rc=[1-9]' "$out"
+expect_match "the TLS daemon exits 0 on SIGTERM" '^run_rc=0$' "$out"
+rm -rf "$tls" "$root/var/log/fa-run.log" "$root/tmp/fa-status.out"
 
 # --- edit, upgrade non-interactively ---
 # Two edits: provider_id, and overlay.interface, which inspect reports back
@@ -210,7 +177,7 @@ expect_match "prerm stopped the daemon" '^fabric-agent\.service stop$' "$(cat "$
 check "binary removed" test ! -e "$root/usr/bin/fabric-agent"
 check "runtime removed" test ! -e "$root/usr/bin/fabric-agent-runtime"
 check "unit removed" test ! -e "$root/usr/lib/systemd/system/fabric-agent.service"
-[ -z "$HAVE_UNIT" ] || expect_eq "unit masked until purge (deb-systemd-helper)" /dev/null "$(readlink "$root/etc/systemd/system/fabric-agent.service")"
+expect_eq "unit masked until purge (deb-systemd-helper)" /dev/null "$(readlink "$root/etc/systemd/system/fabric-agent.service")"
 check "remove keeps the edited config" grep -qx 'provider_id: "chroot-edit"' "$root/etc/fabric-agent/agent.yaml"
 expect_eq "remove keeps the token" "$token" "$(cat "$root/var/lib/fabric-agent/token" 2>/dev/null)"
 

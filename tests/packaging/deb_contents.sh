@@ -15,7 +15,6 @@ source "$(dirname "$0")/lib.sh"
 src=$1
 build=$2
 fa_packages "$3"
-fa_unit_known "$src"
 work=$(mktemp -d /var/tmp/fa-deb-contents.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
@@ -98,7 +97,7 @@ expect_match "runtime 0755 root" '^-rwxr-xr-x root/root .* \./usr/bin/fabric-age
 expect_eq "two executables: the binary and the nested-container runtime" \
   "$(printf '%s\n' ./usr/bin/fabric-agent ./usr/bin/fabric-agent-runtime)" \
   "$(awk '$1 ~ /^-..x/ { print $NF }' <<<"$listing" | sort)"
-[ -z "$HAVE_UNIT" ] || expect_match "unit under lib/systemd/system" '^-rw-r--r-- root/root .* \./usr/lib/systemd/system/fabric-agent\.service$' "$listing"
+expect_match "unit under lib/systemd/system" '^-rw-r--r-- root/root .* \./usr/lib/systemd/system/fabric-agent\.service$' "$listing"
 expect_match "config 0644" '^-rw-r--r-- root/root .* \./etc/fabric-agent/agent\.yaml$' "$listing"
 expect_match "state dir 0700" '^drwx------ root/root .* \./var/lib/fabric-agent/$' "$listing"
 expect_match "man page" '^-rw-r--r-- root/root .* \./usr/share/man/man8/fabric-agent\.8\.gz$' "$listing"
@@ -124,7 +123,7 @@ expect_match "postrm purges state" 'rm -rf /var/lib/fabric-agent' "$(cat "$work/
 
 # Data: the shipped files are the sources, the binary is stripped.
 check "agent.yaml is packaging/agent.yaml" cmp -s "$src/packaging/agent.yaml" "$work/data/etc/fabric-agent/agent.yaml"
-[ -z "$HAVE_UNIT" ] || check "unit is systemd/fabric-agent.service" cmp -s "$src/systemd/fabric-agent.service" \
+check "unit is systemd/fabric-agent.service" cmp -s "$src/systemd/fabric-agent.service" \
   "$work/data/usr/lib/systemd/system/fabric-agent.service"
 check "man page is packaging/fabric-agent.8" cmp -s "$src/packaging/fabric-agent.8" <(zcat "$work/data/usr/share/man/man8/fabric-agent.8.gz")
 # The binary: bound at start, position-independent, stripped, the build

@@ -74,16 +74,48 @@ finish() {
 # stat_of PATH -> "MODE OWNER GROUP" (octal mode without leading zeros)
 stat_of() { stat -c '%a %U %G' "$1" 2>/dev/null || echo missing; }
 
-# fa_unit_known SOURCE_DIR: sets HAVE_UNIT when the tree has the systemd unit
-# (systemd/, from the daemon's work); until then the unit checks are skipped,
-# loudly, and everything else is checked.
-fa_unit_known() {
-  HAVE_UNIT=""
-  if [ -f "$1/systemd/fabric-agent.service" ]; then
-    HAVE_UNIT=1
-  else
-    log "SKIPPING the unit checks: systemd/fabric-agent.service is not in the source tree"
-  fi
+# fa_check_daemon ROOT TOKEN: the packaged daemon in ROOT, run as the unit
+# would (its own network namespace, the package's /etc and /var/lib) must
+# take the token the package created (not make its own), answer
+# `fabric-agent status` with it, and exit 0 on SIGTERM.
+fa_check_daemon() {
+  local root=$1 token=$2 out run_log
+  out=$(in_root_netns "$root" /bin/sh -c '
+    fabric-agent run >/var/log/fa-run.log 2>&1 &
+    pid=$!
+    i=0
+    # Readiness: poll until the API answers or the daemon exits (at most 30 s).
+    until fabric-agent status >/tmp/fa-status.out 2>&1; do
+      kill -0 $pid 2>/dev/null || break
+      i=$((i + 1)); [ $i -lt 150 ] || break
+      sleep 0.2
+    done
+    fabric-agent status >/tmp/fa-status.out 2>&1; echo "status_rc=$?"
+    cat /tmp/fa-status.out
+    kill -TERM $pid; wait $pid; echo "run_rc=$?"' 2>&1)
+  log "daemon in the root: $(printf '%s' "$out" | head -n 3 | tr '\n' ' ')"
+  expect_match "fabric-agent status answers with the package's token" '^status_rc=0$' "$out"
+  expect_match "status shows the daemon" '^agent +fabric-agent [0-9.]+ ' "$out"
+  expect_match "the daemon exits 0 on SIGTERM" '^run_rc=0$' "$out"
+  run_log=$(cat "$root/var/log/fa-run.log" 2>&1)
+  expect_match "the daemon read the token the package created" 'bearer token read from /var/lib/fabric-agent/token' "$run_log"
+  expect_no_match "the daemon did not create its own" 'created a bearer token' "$run_log"
+  expect_eq "token unchanged by the daemon" "$token" "$(cat "$root/var/lib/fabric-agent/token" 2>/dev/null)"
+  rm -f "$root/var/log/fa-run.log" "$root/tmp/fa-status.out"
+}
+
+# fa_policy_root ROOT: no services run in ROOT; policy-rc.d answers 101 ("not
+# allowed") and records in /var/log/fa-policy-rc.log what deb-systemd-invoke
+# asked for. /run/systemd/system exists (the maintainer scripts' "systemd is
+# running" test).
+fa_policy_root() {
+  cat >"$1/usr/sbin/policy-rc.d" <<'EOF'
+#!/bin/sh
+echo "$*" >> /var/log/fa-policy-rc.log
+exit 101
+EOF
+  chmod 0755 "$1/usr/sbin/policy-rc.d"
+  mkdir -p "$1/run/systemd/system"
 }
 
 # The packages built by the packaging:build fixture.

@@ -15,7 +15,6 @@ source "$(dirname "$0")/lib.sh"
 src=$1
 build=$2
 fa_packages "$3"
-fa_unit_known "$src"
 work=$(mktemp -d /var/tmp/fa-rpm.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 q() { rpm -qp --nosignature "$@" 2>&1; }
@@ -26,7 +25,7 @@ expect_eq "release 2 is newer" 2 "$(q --qf '%{RELEASE}' "$RPM2")"
 
 # -qpl: the files, nothing Debian-only, no distribution-owned directories.
 files=$(q -l "$RPM1")
-for f in /usr/bin/fabric-agent /usr/bin/fabric-agent-runtime ${HAVE_UNIT:+/usr/lib/systemd/system/fabric-agent.service} /etc/fabric-agent/agent.yaml \
+for f in /usr/bin/fabric-agent /usr/bin/fabric-agent-runtime /usr/lib/systemd/system/fabric-agent.service /etc/fabric-agent/agent.yaml \
   /var/lib/fabric-agent /usr/share/man/man8/fabric-agent.8.gz /usr/share/licenses/fabric-agent/LICENSE \
   /usr/share/licenses/fabric-agent/copyright /usr/share/doc/fabric-agent/README.md; do
   expect_match "-qpl lists $f" "^${f//./\\.}\$" "$files"
@@ -51,7 +50,7 @@ expect_eq "two executables" "$(printf '%s\n' /usr/bin/fabric-agent /usr/bin/fabr
   "$(printf '%s\n' "$dump" | awk '$5 ~ /^0100/ && substr($5, length($5) - 2) ~ /[1357]/ { print $1 }' | sort)"
 expect_eq "state dir mode" "700 root root" "$(mode /var/lib/fabric-agent)"
 expect_eq "config mode" "644 root root" "$(mode /etc/fabric-agent/agent.yaml)"
-[ -z "$HAVE_UNIT" ] || expect_eq "unit mode" "644 root root" "$(mode /usr/lib/systemd/system/fabric-agent.service)"
+expect_eq "unit mode" "644 root root" "$(mode /usr/lib/systemd/system/fabric-agent.service)"
 
 # -qpR: rpmbuild's find-requires, one soname per NEEDED library of the
 # binary, none named by hand; the packaged binary is the build tree's
@@ -140,7 +139,7 @@ check "token is 64 hex digits" grep -Eqx '[0-9a-f]{64}' "$root/var/lib/fabric-ag
 token=$(cat "$root/var/lib/fabric-agent/token" 2>/dev/null)
 expect_eq "-qc" "/etc/fabric-agent/agent.yaml" "$(R -qc fabric-agent 2>&1)"
 # The root's systemd preset enables units it does not name (Debian's).
-[ -z "$HAVE_UNIT" ] || check "%post applied the preset: unit enabled" test -L "$root/etc/systemd/system/multi-user.target.wants/fabric-agent.service"
+check "%post applied the preset: unit enabled" test -L "$root/etc/systemd/system/multi-user.target.wants/fabric-agent.service"
 check "rpm -V: installed files unchanged" R -V --nodeps fabric-agent
 
 sed -i 's/^#provider_id: ""$/provider_id: "rpm-edit"/' "$root/etc/fabric-agent/agent.yaml"
