@@ -268,11 +268,13 @@ int cmd_run(const std::vector<std::string>& argv) {
       }
       log->info("{}: stopping; the mesh stays up", sig == SIGTERM ? "SIGTERM" : "SIGINT");
       sd_notify(0, "STOPPING=1");
-      server.stop();
       refresh_timer.cancel();
       wd_timer.cancel();
       watch = Error{"stopped"};
-      ioc.stop();
+      // Long-polls waiting now get their answer (and Connection: close)
+      // before the loop stops, so a control plane sees the stop as an
+      // answer, not as a dropped connection.
+      server.stop(std::chrono::seconds(2), [&ioc] { ioc.stop(); });
     });
   };
   on_signal();

@@ -12,6 +12,7 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <vector>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -187,12 +188,15 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   static constexpr size_t kWakeBatch = 16;
   std::mutex waiting_mu;
   uint64_t next_waiter = 0;
-  std::map<uint64_t, std::function<void(uint64_t)>> waiting;
-  std::deque<std::pair<uint64_t, std::function<void(uint64_t)>>> waking;  // I/O thread only
+  // A waiter is called with its id and a hold: null when the generation
+  // moved; at stop, a share of the drain, released when its session is gone.
+  using Waiter = std::function<void(uint64_t, std::shared_ptr<void>)>;
+  std::map<uint64_t, Waiter> waiting;
+  std::deque<std::pair<uint64_t, Waiter>> waking;  // I/O thread only
   bool wake_queued = false;                                               // I/O thread only
   std::optional<uint64_t> core_sub;
 
-  uint64_t wait_for_change(std::function<void(uint64_t)> wake) {
+  uint64_t wait_for_change(Waiter wake) {
     std::lock_guard g(waiting_mu);
     uint64_t id = ++next_waiter;
     waiting.emplace(id, std::move(wake));
@@ -215,7 +219,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
     for (size_t i = 0; i < kWakeBatch && !waking.empty(); ++i) {
       auto w = std::move(waking.front());
       waking.pop_front();
-      w.second(w.first);
+      w.second(w.first, nullptr);
     }
     if (waking.empty()) return;
     wake_queued = true;
@@ -363,9 +367,12 @@ class Session : public Tracked, public std::enable_shared_from_this<Session<Stre
     const LongPoll lp = std::get<LongPoll>(o);
     std::weak_ptr<Session> weak = this->shared_from_this();
     auto exec = stream_.get_executor();
-    sub_ = srv_->wait_for_change([weak, exec](uint64_t id) {
-      asio::dispatch(exec, [weak, id] {
-        if (auto self = weak.lock(); self && self->sub_ == id) self->wake();  // not a later long-poll's
+    sub_ = srv_->wait_for_change([weak, exec](uint64_t id, std::shared_ptr<void> hold) {
+      asio::dispatch(exec, [weak, id, hold = std::move(hold)]() mutable {
+        if (auto self = weak.lock(); self && self->sub_ == id) {  // not a later long-poll's
+          self->hold_ = std::move(hold);
+          self->wake();
+        }
       });
     });
     if (srv_->core.snapshot()->generation != lp.generation) return wake();  // moved before we subscribed
@@ -426,6 +433,7 @@ class Session : public Tracked, public std::enable_shared_from_this<Session<Stre
   void send(Response res) {
     srv_->core.api_metrics().observe(route_, res.result_int(), std::chrono::steady_clock::now() - t0_);
     res_ = std::move(res);
+    if (srv_->stopped) res_.keep_alive(false);  // the daemon is stopping: the client reconnects to the next one
     keep_alive_ = res_.keep_alive();
     lowest().expires_after(srv_->opt.api.read_timeout);  // a client that does not read its answer is cut off too
     http::async_write(stream_, res_, beast::bind_front_handler(&Session::on_write, this->shared_from_this()));
@@ -512,6 +520,7 @@ class Session : public Tracked, public std::enable_shared_from_this<Session<Stre
   }
 
   std::shared_ptr<Server::Impl> srv_;
+  std::shared_ptr<void> hold_;  // the stop's drain waits for this session while it answers
   Stream stream_;
   asio::steady_timer timer_;
   beast::flat_buffer buffer_;
@@ -715,13 +724,46 @@ Result<uint16_t> Server::start() {
   return port;
 }
 
-void Server::stop() {
-  if (!impl_ || impl_->stopped) return;
-  impl_->stopped = true;
-  asio::post(impl_->acceptor.get_executor(), [impl = impl_] {
-    beast::error_code ec;
-    impl->acceptor.close(ec);
-    impl->accept_pause.cancel();
+void Server::stop(std::chrono::milliseconds grace, std::function<void()> drained) {
+  if (!impl_) {
+    if (drained) drained();
+    return;
+  }
+  asio::post(impl_->ioc, [impl = impl_, grace, drained = std::move(drained)]() mutable {
+    if (impl->stopped) {
+      if (drained) drained();
+      return;
+    }
+    impl->stopped = true;
+    asio::post(impl->acceptor.get_executor(), [impl] {
+      beast::error_code ec;
+      impl->acceptor.close(ec);
+      impl->accept_pause.cancel();
+    });
+    // `drained` once: when the last hold goes (every woken session has
+    // answered and closed; at once when none waited) or when the grace
+    // timer fires. The hold's deleter touches no I/O object: it may run as
+    // the loop's last handlers are destroyed.
+    auto once = std::make_shared<std::function<void()>>(std::move(drained));
+    auto fire = [once] {
+      if (!*once) return;
+      auto f = std::move(*once);
+      *once = nullptr;
+      f();
+    };
+    auto timer = std::make_shared<asio::steady_timer>(impl->ioc, grace);
+    timer->async_wait([fire, timer](beast::error_code) { fire(); });
+    std::shared_ptr<void> hold(nullptr, [fire](void*) { fire(); });
+    std::vector<std::pair<uint64_t, Impl::Waiter>> all;
+    {
+      std::lock_guard g(impl->waiting_mu);
+      for (auto& w : impl->waiting) all.emplace_back(w.first, std::move(w.second));
+      impl->waiting.clear();
+    }
+    for (auto& w : impl->waking) all.push_back(std::move(w));
+    impl->waking.clear();
+    if (!all.empty()) api_log()->info("stopping: answering {} waiting long-poll{}", all.size(), all.size() == 1 ? "" : "s");
+    for (auto& w : all) w.second(w.first, hold);
   });
 }
 

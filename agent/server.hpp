@@ -11,6 +11,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/thread_pool.hpp>
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -49,7 +51,11 @@ class Server {
 
   // Binds and starts accepting. Returns the bound port (useful with port 0).
   Result<uint16_t> start();
-  void stop();
+  // Stops accepting and answers every waiting long-poll at once with the
+  // status as it is (200 or 304) and `Connection: close`; `drained` runs on
+  // the I/O thread when those answers are written and their connections
+  // closed, or after `grace`, whichever comes first (then stop the loop).
+  void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000), std::function<void()> drained = {});
 
   struct Impl;
 

@@ -231,9 +231,10 @@ TEST_CASE("server: 304 and long-poll", "[server]") {
   CHECK(json::parse(changed.body)["agent"]["generation"].get<int>() > 1);
 }
 
-TEST_CASE("server: SIGTERM while long-polls wait stops cleanly (exit 0)", "[server]") {
+TEST_CASE("server: SIGTERM while long-polls wait: each gets its answer with Connection: close, exit 0", "[server]") {
   // The control plane long-polls by design: every systemctl restart and
-  // package upgrade stops the daemon with a wait pending.
+  // package upgrade stops the daemon with a wait pending. The wait ends with
+  // an answer (the status is unchanged: 304), not a dropped connection.
   TempDir d;
   AgentProcess a(d.path, "");
   auto first = call(a, "GET", "/v1/status");
@@ -244,9 +245,27 @@ TEST_CASE("server: SIGTERM while long-polls wait stops cleanly (exit 0)", "[serv
     polls.push_back(std::async(std::launch::async, [&] {
       return request(a, "GET", "/v1/status?wait=120", "", {{"If-None-Match", etag}});
     }));
+  auto with_curl = std::async(std::launch::async, [&] {
+    return sh("curl -s -D - -o /dev/null -H 'Authorization: Bearer " + a.token() + "' -H 'If-None-Match: " + etag +
+              "' '" + a.url() + "/v1/status?wait=120'; echo \"curl_rc=$?\"");
+  });
   for (auto& p : polls) REQUIRE(p.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
+  REQUIRE(with_curl.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
   CHECK(a.stop(SIGTERM) == 0);
-  for (auto& p : polls) REQUIRE(p.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  for (auto& p : polls) {
+    REQUIRE(p.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+    auto r = p.get();
+    REQUIRE(r.ok());
+    CHECK(r->status == 304);
+    CHECK(r->headers["connection"] == "close");
+  }
+  REQUIRE(with_curl.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  const std::string curl_out = with_curl.get();
+  INFO(curl_out);
+  CHECK(curl_out.find("HTTP/1.1 304") != std::string::npos);
+  CHECK(curl_out.find("Connection: close") != std::string::npos);
+  CHECK(curl_out.find("curl_rc=0") != std::string::npos);
+  CHECK(a.log().find("stopping: answering 4 waiting long-polls") != std::string::npos);
   CHECK(a.log().find("stopped") != std::string::npos);
 }
 
