@@ -104,7 +104,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   }
   set_log_level(cfg->log_level);
   auto log = fa::logger("agent");
-  log->info("fabric-agent {} starting (config: {})", FA_VERSION, cfg->source);
+  log->info("fabric-agent {} starting (config: {})", FA_VERSION, cfg->sources());
 
   // TLS files first: a bad one stops the start before anything is touched.
   std::shared_ptr<asio::ssl::context> tls;
@@ -259,7 +259,7 @@ int cmd_run(const std::vector<std::string>& argv) {
               core.reconfigure(applied, make_discovery(applied));
               core.refresh();
             });
-            log->info("reloaded config from {}", next->source);
+            log->info("reloaded config from {}", next->sources());
           }
         }
         sd_notify(0, "READY=1");

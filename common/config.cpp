@@ -6,8 +6,16 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <charconv>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
 #include <functional>
+#include <map>
 #include <set>
 #include <stdexcept>
 #include <utility>
@@ -77,11 +85,24 @@ struct ConfigError : std::runtime_error {
 
 class Walker {
  public:
-  explicit Walker(std::string source) : source_(std::move(source)) {}
+  // `origin`: the drop-in each overridden path (and what is under it) came
+  // from; every other path is in `source`.
+  explicit Walker(std::string source, std::map<std::string, std::string> origin = {})
+      : source_(std::move(source)), origin_(std::move(origin)) {}
+
+  // The file a value at `path` ("a.b", "a.b[2]") was read from.
+  const std::string& file_of(const std::string& path) const {
+    for (std::string p = path;;) {
+      if (auto it = origin_.find(p); it != origin_.end()) return it->second;
+      auto cut = p.find_last_of(".[");
+      if (cut == std::string::npos) return source_;
+      p.resize(cut);
+    }
+  }
 
   [[noreturn]] void fail(const YAML::Node& n, const std::string& path, const std::string& what) const {
     const YAML::Mark m = n.Mark();
-    std::string where = source_;
+    std::string where = file_of(path);
     if (!m.is_null()) where += ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
     throw ConfigError(where + ": " + (path.empty() ? "" : path + ": ") + what);
   }
@@ -179,6 +200,7 @@ class Walker {
 
  private:
   std::string source_;
+  std::map<std::string, std::string> origin_;
 };
 
 bool valid_ifname(const std::string& s) {
@@ -468,37 +490,153 @@ bool is_loopback_host(const std::string& host) {
   return false;
 }
 
-Result<Config> parse_config(std::string_view yaml, const std::string& source_name) {
-  Walker w(source_name);
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    std::string where = source_name;
-    if (!e.mark.is_null()) where += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
-    return Error{where + ": not valid YAML: " + e.msg};
+namespace {
+
+std::string yaml_where(const std::string& source, const YAML::Mark& m) {
+  return m.is_null() ? source : source + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+}
+
+// Lays `over` (a drop-in, from `file`) onto `base`: mappings merge key by
+// key, anything else replaces; each replaced path is recorded in `origin`.
+void merge_layer(YAML::Node base, const YAML::Node& over, const std::string& path, const std::string& file,
+                 std::map<std::string, std::string>& origin) {
+  std::set<std::string> seen;
+  for (const auto& kv : over) {
+    const YAML::Node& k = kv.first;
+    if (!k.IsScalar())
+      throw ConfigError(yaml_where(file, k.Mark()) + ": " + (path.empty() ? "" : path + ": ") +
+                        "a key must be a plain name");
+    const std::string key = k.Scalar();
+    const std::string full = path.empty() ? key : path + "." + key;
+    if (!seen.insert(key).second) throw ConfigError(yaml_where(file, k.Mark()) + ": " + full + ": key given twice");
+    const YAML::Node& cbase = base;
+    YAML::Node below = cbase[key];
+    if (below.IsDefined() && below.IsMap() && kv.second.IsMap()) {
+      merge_layer(below, kv.second, full, file, origin);
+      continue;
+    }
+    base[key] = kv.second;
+    // What an earlier drop-in set at or under this path is replaced too.
+    for (auto it = origin.lower_bound(full); it != origin.end() && it->first.rfind(full, 0) == 0;) {
+      const char next = it->first.size() > full.size() ? it->first[full.size()] : '\0';
+      if (next == '\0' || next == '.' || next == '[')
+        it = origin.erase(it);
+      else
+        ++it;
+    }
+    origin[full] = file;
   }
+}
+
+Result<Config> parse_layers(const std::vector<ConfigLayer>& layers) {
+  const std::string& main = layers.front().source;
+  YAML::Node root;
+  std::map<std::string, std::string> origin;
   try {
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const ConfigLayer& l = layers[i];
+      YAML::Node n;
+      try {
+        n = YAML::Load(l.text);
+      } catch (const YAML::Exception& e) {
+        return Error{yaml_where(l.source, e.mark) + ": not valid YAML: " + e.msg};
+      }
+      if (i == 0) {
+        root = n;
+        continue;
+      }
+      if (n.IsNull()) continue;  // an empty drop-in changes nothing
+      if (!n.IsMap())
+        return Error{yaml_where(l.source, n.Mark()) + ": " + Walker::shown(n) +
+                     " is not accepted; accepted: a mapping of the config's keys (docs/operator.md)"};
+      if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+      if (!root.IsMap()) break;  // the walk names the main file's problem
+      merge_layer(root, n, "", l.source, origin);
+    }
+    Walker w(main, origin);
     Config c = walk(root, w);
-    c.source = source_name;
+    c.source = main;
+    for (size_t i = 1; i < layers.size(); ++i) c.dropins.push_back(layers[i].source);
     return c;
   } catch (const ConfigError& e) {
     return Error{e.what()};
   } catch (const YAML::Exception& e) {
-    return Error{source_name + ": " + e.what()};
+    return Error{main + ": " + e.what()};
   }
+}
+
+}  // namespace
+
+Result<Config> parse_config(std::string_view yaml, const std::string& source_name) {
+  return parse_layers({ConfigLayer{std::string(yaml), source_name}});
+}
+
+Result<Config> parse_config_layers(const std::vector<ConfigLayer>& layers) {
+  if (layers.empty()) return parse_config("", "<embedded defaults>");
+  return parse_layers(layers);
+}
+
+Result<std::vector<ConfigLayer>> read_dropins(const std::string& dir) {
+  std::vector<ConfigLayer> out;
+  struct stat ds {};
+  if (::stat(dir.c_str(), &ds) != 0) {
+    if (errno == ENOENT) return out;
+    return Error{"config drop-in directory " + dir + ": " + std::strerror(errno), errno};
+  }
+  if (!S_ISDIR(ds.st_mode)) return Error{"config drop-in directory " + dir + ": not a directory"};
+  // Whoever can write here configures a daemon that runs as root.
+  auto unsafe = [](const struct stat& st) {
+    return (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 || (st.st_uid != 0 && st.st_uid != ::geteuid());
+  };
+  auto refusal = [](const std::string& what, const struct stat& st) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return Error{what + ": mode " + mode + ", owner uid " + std::to_string(st.st_uid) +
+                 " is not accepted; accepted: owned by root and not writable by group or others (chmod go-w)"};
+  };
+  if (unsafe(ds)) return refusal("config drop-in directory " + dir, ds);
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    // Dot files are editors' and Kubernetes' (..data); only *.yaml counts.
+    if (name.empty() || name[0] == '.' || name.size() <= 5 || name.compare(name.size() - 5, 5, ".yaml") != 0)
+      continue;
+    names.push_back(name);
+  }
+  if (ec) return Error{"config drop-in directory " + dir + ": " + ec.message(), ec.value()};
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    const std::string path = dir + "/" + name;
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return Error{"config drop-in " + path + ": " + std::strerror(errno), errno};
+    if (!S_ISREG(st.st_mode)) return Error{"config drop-in " + path + ": not a regular file"};
+    if (unsafe(st)) return refusal("config drop-in " + path, st);
+    auto text = read_text_file(path, 1 << 20);
+    if (!text) return Error{"config drop-in " + text.error().message, text.error().sys_errno};
+    out.push_back(ConfigLayer{std::move(*text), path});
+  }
+  return out;
 }
 
 Result<Config> load_config_file(const std::string& path) {
   auto text = read_text_file(path, 1 << 20);
   if (!text) return Error{"config " + text.error().message, text.error().sys_errno};
-  return parse_config(*text, path);
+  auto more = read_dropins(path + ".d");
+  if (!more) return more.take_error();
+  std::vector<ConfigLayer> layers{ConfigLayer{std::move(*text), path}};
+  for (auto& l : *more) layers.push_back(std::move(l));
+  return parse_layers(layers);
 }
 
 Result<Config> load_config(const std::string& path_or_empty) {
   if (!path_or_empty.empty()) return load_config_file(path_or_empty);
   if (::access(kDefaultConfigPath, F_OK) == 0) return load_config_file(kDefaultConfigPath);
-  return parse_config(kEmbeddedDefaultsYaml, "<embedded defaults>");
+  auto more = read_dropins(std::string(kDefaultConfigPath) + ".d");
+  if (!more) return more.take_error();
+  std::vector<ConfigLayer> layers{ConfigLayer{std::string(kEmbeddedDefaultsYaml), "<embedded defaults>"}};
+  for (auto& l : *more) layers.push_back(std::move(l));
+  return parse_layers(layers);
 }
 
 }  // namespace fa

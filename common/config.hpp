@@ -111,8 +111,17 @@ struct Config {
   std::string log_level = "info";
   std::chrono::seconds refresh_interval{30};
 
-  // Where this config came from: a file path or "<embedded defaults>".
+  // Where this config came from: a file path or "<embedded defaults>", and
+  // the drop-ins laid over it (<file>.d/*.yaml, in name order).
   std::string source = "<embedded defaults>";
+  std::vector<std::string> dropins;
+
+  // "FILE" or "FILE + DROPIN, DROPIN": for log lines.
+  std::string sources() const {
+    std::string s = source;
+    for (size_t i = 0; i < dropins.size(); ++i) s += (i == 0 ? " + " : ", ") + dropins[i];
+    return s;
+  }
 
   std::string effective_token_file() const { return token_file.empty() ? state_dir + "/token" : token_file; }
   bool operator==(const Config&) const = default;
@@ -126,11 +135,31 @@ extern const std::string_view kEmbeddedDefaultsYaml;
 // An empty document gives the defaults.
 Result<Config> parse_config(std::string_view yaml, const std::string& source_name);
 
-// Reads and parses a file.
+// One YAML document of a layered config and the file it came from.
+struct ConfigLayer {
+  std::string text;
+  std::string source;
+};
+
+// The first layer is the config file; each further one (a drop-in) is laid
+// over what came before: a mapping merges key by key, any other value
+// (scalar, list, empty) replaces. The merged document is validated as one,
+// and an error names the file (and line) the offending value came from.
+Result<Config> parse_config_layers(const std::vector<ConfigLayer>& layers);
+
+// The drop-ins of DIR: every *.yaml file whose name does not start with
+// '.', in byte order of names; none when DIR does not exist. Refused: a
+// directory or file writable by group or others or owned by another user
+// than root (whoever writes them configures a root daemon), a non-regular
+// file, a file over 1 MiB.
+Result<std::vector<ConfigLayer>> read_dropins(const std::string& dir);
+
+// Reads and parses a file and its drop-ins (PATH.d/*.yaml).
 Result<Config> load_config_file(const std::string& path);
 
 // What `--config` resolves to: the given path (must exist), else the default
-// path if it exists, else the embedded defaults.
+// path if it exists, else the embedded defaults; each with its drop-ins
+// (/etc/fabric-agent/agent.yaml.d/ for the last two).
 Result<Config> load_config(const std::string& path_or_empty);
 
 // Splits a listen address "HOST:PORT" / "[V6]:PORT". Used by the config

@@ -7,6 +7,7 @@
 #   /usr/bin/fabric-agent                      the one executable; stripped, debug symbols kept out
 #   /usr/lib/systemd/system/fabric-agent.service   relative install path, so not %config
 #   /etc/fabric-agent/agent.yaml               conffile / %config(noreplace)
+#   /etc/fabric-agent/agent.yaml.d/            0755, empty: drop-ins (*.yaml) laid over agent.yaml
 #   /var/lib/fabric-agent/                     0700: token, persisted state
 #   /usr/bin/fabric-agent-runtime              OCI runtime for nested containers (static PIE)
 #   /usr/share/man/man8/fabric-agent.8.gz      (and fabric-agent-runtime.8.gz, a link to it)
@@ -81,6 +82,9 @@ else()
 endif()
 install(FILES ${FA_PKG_SRC}/agent.yaml DESTINATION /etc/fabric-agent
         PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)
+# Drop-ins: fleet tools add settings here without editing the conffile.
+install(DIRECTORY DESTINATION /etc/fabric-agent/agent.yaml.d
+        DIRECTORY_PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
 install(DIRECTORY DESTINATION /var/lib/fabric-agent
         DIRECTORY_PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE)
 install(FILES ${FA_PKG_BIN}/fabric-agent.8.gz DESTINATION share/man/man8)
@@ -174,6 +178,7 @@ set(CPACK_RPM_PRE_UNINSTALL_SCRIPT_FILE ${FA_PKG_SRC}/rpm/preun.sh)
 set(CPACK_RPM_POST_UNINSTALL_SCRIPT_FILE ${FA_PKG_SRC}/rpm/postun.sh)
 set(CPACK_RPM_USER_FILELIST
     "%config(noreplace) /etc/fabric-agent/agent.yaml"
+    "%dir %attr(0755,root,root) /etc/fabric-agent/agent.yaml.d"
     "%dir %attr(0700,root,root) /var/lib/fabric-agent"
     "%license /usr/share/licenses/fabric-agent/LICENSE"
     "%license /usr/share/licenses/fabric-agent/copyright")

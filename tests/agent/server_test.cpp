@@ -280,6 +280,39 @@ TEST_CASE("server: SIGHUP with a bad config keeps the running one", "[server]") 
   CHECK(a.log().find("SIGTERM: stopping; the mesh stays up") != std::string::npos);
 }
 
+TEST_CASE("server: config drop-ins are read at start and on SIGHUP; a bad one keeps the running config", "[server][dropins]") {
+  // What a fleet tool does: leave agent.yaml (the package's conffile) alone
+  // and put its settings beside it.
+  TempDir d;
+  const std::string dir = d.path + "/agent.yaml.d";
+  REQUIRE(::mkdir(dir.c_str(), 0755) == 0);
+  std::ofstream(dir + "/50-fleet.yaml") << "overlay: {public_address: 192.0.2.10}\n";
+  AgentProcess a(d.path, "");
+  CHECK(a.log_has("starting (config: " + a.config_path() + " + " + dir + "/50-fleet.yaml)"));
+  auto first = call(a, "GET", "/v1/status");
+  REQUIRE(first.status == 200);
+  CHECK(json::parse(first.body)["mesh"]["endpoint"] == "192.0.2.10:51820");
+
+  std::ofstream(dir + "/60-site.yaml") << "overlay: {public_address: 192.0.2.11}\n";
+  a.signal(SIGHUP);
+  REQUIRE(a.log_has("reloaded config from " + a.config_path() + " + " + dir + "/50-fleet.yaml, " + dir + "/60-site.yaml"));
+  CHECK(json::parse(call(a, "GET", "/v1/status").body)["mesh"]["endpoint"] == "192.0.2.11:51820");
+
+  std::ofstream(dir + "/70-typo.yaml") << "overlay: {public_adress: 192.0.2.12}\n";
+  a.signal(SIGHUP);
+  REQUIRE(a.log_has("reload failed, keeping the running config: " + dir + "/70-typo.yaml:1:11: overlay.public_adress: unknown key"));
+  CHECK(json::parse(call(a, "GET", "/v1/status").body)["mesh"]["endpoint"] == "192.0.2.11:51820");
+  CHECK(a.stop(SIGTERM) == 0);
+
+  // At start, such a drop-in stops the daemon with the same line (exit 2).
+  TempDir d2;
+  REQUIRE(::mkdir((d2.path + "/agent.yaml.d").c_str(), 0755) == 0);
+  std::ofstream(d2.path + "/agent.yaml.d/70-typo.yaml") << "overlay: {public_adress: 192.0.2.12}\n";
+  AgentProcess b(d2.path, "", false);
+  CHECK(b.wait_exit() == 2);
+  CHECK(b.log().find(d2.path + "/agent.yaml.d/70-typo.yaml:1:11: overlay.public_adress: unknown key") != std::string::npos);
+}
+
 TEST_CASE("server: refuses plain HTTP on a non-loopback address, bad config exits 2", "[server]") {
   TempDir d;
   AgentProcess a(d.path, "", false, "0.0.0.0:0");

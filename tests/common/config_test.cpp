@@ -2,11 +2,13 @@
 // One test per error class of the config loader: each must name
 // file:line:column, the key, the value as written and the accepted form.
 #include <catch2/catch.hpp>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "common/config.hpp"
 
@@ -198,4 +200,126 @@ TEST_CASE("config files: missing file named, file name in errors", "[config]") {
   unlink(tmpl);
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error().message == std::string(tmpl) + ":2:8: overlay.mtu: '1' is out of range; accepted: an integer 1280..9000");
+}
+
+namespace {
+// A config file and its drop-in directory under a fresh temporary directory.
+struct ConfigDir {
+  std::string dir;
+  ConfigDir() {
+    char tmpl[] = "/tmp/fa-config-dropins-XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    dir = tmpl;
+    REQUIRE(::mkdir((dir + "/agent.yaml.d").c_str(), 0755) == 0);
+  }
+  ~ConfigDir() { std::system(("rm -rf '" + dir + "'").c_str()); }
+  std::string main() const { return dir + "/agent.yaml"; }
+  std::string dropin(const std::string& name) const { return dir + "/agent.yaml.d/" + name; }
+  void write(const std::string& path, const std::string& text, mode_t mode = 0644) const {
+    std::ofstream(path) << text;
+    REQUIRE(::chmod(path.c_str(), mode) == 0);
+  }
+};
+}  // namespace
+
+TEST_CASE("config drop-ins: agent.yaml.d/*.yaml laid over the file in name order, mappings merged key by key",
+          "[config][dropins]") {
+  ConfigDir d;
+  d.write(d.main(), "provider_id: from-main\noverlay:\n  interface: wg5\n  mtu: 1400\nfabric:\n  hcas: [mlx5_0, mlx5_1]\n");
+  // 20- after 10-: its provider_id wins; overlay merges (mtu from main, interface from 10-).
+  d.write(d.dropin("20-fleet.yaml"), "provider_id: from-20\nfabric:\n  hcas: [mlx5_4]\n");
+  d.write(d.dropin("10-site.yaml"), "provider_id: from-10\noverlay:\n  interface: wg9\n");
+  // Not drop-ins: other suffixes, dot files (editors' and Kubernetes' ..data), an empty one changes nothing.
+  d.write(d.dropin("30-notes.txt"), "provider_id: from-txt\n");
+  d.write(d.dropin(".40-hidden.yaml"), "provider_id: from-hidden\n");
+  d.write(d.dropin("50-empty.yaml"), "");
+  auto r = fa::load_config_file(d.main());
+  REQUIRE(r.ok());
+  CHECK(r->provider_id == "from-20");
+  CHECK(r->overlay.interface == "wg9");
+  CHECK(r->overlay.mtu == 1400);
+  CHECK(r->fabric.hcas == std::vector<std::string>{"mlx5_4"});  // a list replaces, it is not appended to
+  CHECK(r->source == d.main());
+  CHECK(r->dropins == std::vector<std::string>{d.dropin("10-site.yaml"), d.dropin("20-fleet.yaml"), d.dropin("50-empty.yaml")});
+  CHECK(r->sources() == d.main() + " + " + d.dropin("10-site.yaml") + ", " + d.dropin("20-fleet.yaml") + ", " +
+                            d.dropin("50-empty.yaml"));
+
+  // No directory: the file alone.
+  std::system(("rm -rf '" + d.dir + "/agent.yaml.d'").c_str());
+  auto alone = fa::load_config_file(d.main());
+  REQUIRE(alone.ok());
+  CHECK(alone->provider_id == "from-main");
+  CHECK(alone->dropins.empty());
+}
+
+TEST_CASE("config drop-ins: an error names the drop-in, its line and the key; the whole config is refused",
+          "[config][dropins]") {
+  ConfigDir d;
+  d.write(d.main(), "overlay:\n  mtu: 1400\n");
+  d.write(d.dropin("10-a.yaml"), "refresh_interval: 10s\noverlay:\n  mtu: 1\n");
+  auto bad = fa::load_config_file(d.main());
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message ==
+        d.dropin("10-a.yaml") + ":3:8: overlay.mtu: '1' is out of range; accepted: an integer 1280..9000");
+
+  // A later drop-in that replaces the value takes the blame with it.
+  d.write(d.dropin("10-a.yaml"), "overlay:\n  mtu: 1500\n");
+  d.write(d.dropin("20-b.yaml"), "\n\noverlay: {mtu: 99999}\n");
+  bad = fa::load_config_file(d.main());
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.error().message, StartsWith(d.dropin("20-b.yaml") + ":3:"));
+  CHECK_THAT(bad.error().message, Contains("overlay.mtu: '99999' is out of range"));
+
+  // A value from the main file is still blamed on it.
+  ::unlink(d.dropin("20-b.yaml").c_str());
+  d.write(d.main(), "overlay:\n  mtu: 1400\n  interface: 'a b'\n");
+  bad = fa::load_config_file(d.main());
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.error().message, StartsWith(d.main() + ":3:14: overlay.interface: 'a b' is not accepted"));
+
+  // Unknown keys, a document that is not a mapping, broken YAML, a key twice.
+  d.write(d.dropin("20-b.yaml"), "overlay:\n  mtuu: 1\n");
+  CHECK_THAT(fa::load_config_file(d.main()).error().message,
+             StartsWith(d.dropin("20-b.yaml") + ":2:3: overlay.mtuu: unknown key; accepted keys under overlay: "));
+  d.write(d.dropin("20-b.yaml"), "- provider_id: x\n");
+  CHECK(fa::load_config_file(d.main()).error().message ==
+        d.dropin("20-b.yaml") + ":1:1: a list is not accepted; accepted: a mapping of the config's keys (docs/operator.md)");
+  d.write(d.dropin("20-b.yaml"), "overlay: [\n");
+  CHECK_THAT(fa::load_config_file(d.main()).error().message, StartsWith(d.dropin("20-b.yaml") + ":2:1: not valid YAML: "));
+  d.write(d.dropin("20-b.yaml"), "provider_id: a\nprovider_id: b\n");
+  CHECK(fa::load_config_file(d.main()).error().message == d.dropin("20-b.yaml") + ":2:1: provider_id: key given twice");
+  // A plain-HTTP listen address that is not loopback, set by a drop-in.
+  d.write(d.dropin("20-b.yaml"), "listen: 0.0.0.0:7471\n");
+  CHECK_THAT(fa::load_config_file(d.main()).error().message, StartsWith(d.dropin("20-b.yaml") + ":1:9: listen: '0.0.0.0:7471' is not loopback"));
+}
+
+TEST_CASE("config drop-ins: a directory or file others can write is refused, naming it, its mode and what is accepted",
+          "[config][dropins]") {
+  ConfigDir d;
+  d.write(d.main(), "provider_id: p\n");
+  d.write(d.dropin("10-a.yaml"), "provider_id: q\n", 0666);
+  auto bad = fa::load_config_file(d.main());
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message == "config drop-in " + d.dropin("10-a.yaml") +
+                                   ": mode 0666, owner uid " + std::to_string(::geteuid()) +
+                                   " is not accepted; accepted: owned by root and not writable by group or others "
+                                   "(chmod go-w)");
+  REQUIRE(::chmod(d.dropin("10-a.yaml").c_str(), 0644) == 0);
+  REQUIRE(::chmod((d.dir + "/agent.yaml.d").c_str(), 0777) == 0);
+  bad = fa::load_config_file(d.main());
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.error().message, StartsWith("config drop-in directory " + d.dir + "/agent.yaml.d: mode 0777"));
+  REQUIRE(::chmod((d.dir + "/agent.yaml.d").c_str(), 0755) == 0);
+  // A directory named like a drop-in, and a symlink to a file (Kubernetes'
+  // ConfigMap volumes are symlinks into ..data): the first is refused, the
+  // second followed.
+  REQUIRE(::mkdir(d.dropin("20-dir.yaml").c_str(), 0755) == 0);
+  CHECK(fa::load_config_file(d.main()).error().message == "config drop-in " + d.dropin("20-dir.yaml") + ": not a regular file");
+  REQUIRE(::rmdir(d.dropin("20-dir.yaml").c_str()) == 0);
+  REQUIRE(::mkdir((d.dir + "/agent.yaml.d/..data").c_str(), 0755) == 0);
+  d.write(d.dir + "/agent.yaml.d/..data/20-k8s.yaml", "provider_id: from-configmap\n");
+  REQUIRE(::symlink("..data/20-k8s.yaml", d.dropin("20-k8s.yaml").c_str()) == 0);
+  auto ok = fa::load_config_file(d.main());
+  REQUIRE(ok.ok());
+  CHECK(ok->provider_id == "from-configmap");
 }

@@ -168,6 +168,13 @@ expect_no_match "upgrade does not stop it first" 'stop' "$policy"
 expect_match "the upgraded binary uses the kept edit" '"NCCL_SOCKET_IFNAME": "wg7"' \
   "$(in_root "$root" fabric-agent inspect --json --sysfs-root /tmp/fixtures/a-ib-8gpu 2>&1)"
 
+# --- a fleet tool's drop-in beside the conffile ---
+expect_eq "drop-in dir" "755 root root" "$(stat_of "$root/etc/fabric-agent/agent.yaml.d")"
+printf 'overlay:\n  interface: wg8\n' >"$root/etc/fabric-agent/agent.yaml.d/50-fleet.yaml"
+expect_match "inspect uses the drop-in over the edited conffile" '"NCCL_SOCKET_IFNAME": "wg8"' \
+  "$(in_root "$root" fabric-agent inspect --json --sysfs-root /tmp/fixtures/a-ib-8gpu 2>&1)"
+rm -f "$root/etc/fabric-agent/agent.yaml.d/50-fleet.yaml"
+
 # --- remove: config and state stay ---
 : >"$root/var/log/fa-policy-rc.log"
 out=$(in_root "$root" apt-get remove -y -q fabric-agent </dev/null 2>&1)
@@ -185,7 +192,7 @@ expect_eq "remove keeps the token" "$token" "$(cat "$root/var/lib/fabric-agent/t
 out=$(in_root "$root" apt-get purge -y -q fabric-agent </dev/null 2>&1)
 check "apt-get purge: $out" test $? -eq 0
 expect_eq "not known to dpkg" "" "$(in_root "$root" dpkg-query -W -f '${Status}' fabric-agent 2>/dev/null)"
-for p in /etc/fabric-agent /var/lib/fabric-agent /etc/systemd/system/multi-user.target.wants/fabric-agent.service \
+for p in /etc/fabric-agent /etc/fabric-agent/agent.yaml.d /var/lib/fabric-agent /etc/systemd/system/multi-user.target.wants/fabric-agent.service \
   /etc/systemd/system/fabric-agent.service /usr/share/doc/fabric-agent; do
   check "purge removed $p" test ! -e "$root$p" -a ! -L "$root$p"
 done

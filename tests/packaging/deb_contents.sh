@@ -99,6 +99,7 @@ expect_eq "two executables: the binary and the nested-container runtime" \
   "$(awk '$1 ~ /^-..x/ { print $NF }' <<<"$listing" | sort)"
 expect_match "unit under lib/systemd/system" '^-rw-r--r-- root/root .* \./usr/lib/systemd/system/fabric-agent\.service$' "$listing"
 expect_match "config 0644" '^-rw-r--r-- root/root .* \./etc/fabric-agent/agent\.yaml$' "$listing"
+expect_match "drop-in dir 0755" '^drwxr-xr-x root/root .* \./etc/fabric-agent/agent\.yaml\.d/$' "$listing"
 expect_match "state dir 0700" '^drwx------ root/root .* \./var/lib/fabric-agent/$' "$listing"
 expect_match "man page" '^-rw-r--r-- root/root .* \./usr/share/man/man8/fabric-agent\.8\.gz$' "$listing"
 expect_match "copyright" '^-rw-r--r-- root/root .* \./usr/share/doc/fabric-agent/copyright$' "$listing"

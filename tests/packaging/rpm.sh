@@ -26,7 +26,7 @@ expect_eq "release 2 is newer" 2 "$(q --qf '%{RELEASE}' "$RPM2")"
 # -qpl: the files, nothing Debian-only, no distribution-owned directories.
 files=$(q -l "$RPM1")
 for f in /usr/bin/fabric-agent /usr/bin/fabric-agent-runtime /usr/lib/systemd/system/fabric-agent.service /etc/fabric-agent/agent.yaml \
-  /var/lib/fabric-agent /usr/share/man/man8/fabric-agent.8.gz /usr/share/licenses/fabric-agent/LICENSE \
+  /etc/fabric-agent/agent.yaml.d /var/lib/fabric-agent /usr/share/man/man8/fabric-agent.8.gz /usr/share/licenses/fabric-agent/LICENSE \
   /usr/share/licenses/fabric-agent/copyright /usr/share/doc/fabric-agent/README.md; do
   expect_match "-qpl lists $f" "^${f//./\\.}\$" "$files"
 done
@@ -50,6 +50,7 @@ expect_eq "two executables" "$(printf '%s\n' /usr/bin/fabric-agent /usr/bin/fabr
   "$(printf '%s\n' "$dump" | awk '$5 ~ /^0100/ && substr($5, length($5) - 2) ~ /[1357]/ { print $1 }' | sort)"
 expect_eq "state dir mode" "700 root root" "$(mode /var/lib/fabric-agent)"
 expect_eq "config mode" "644 root root" "$(mode /etc/fabric-agent/agent.yaml)"
+expect_eq "drop-in dir mode" "755 root root" "$(mode /etc/fabric-agent/agent.yaml.d)"
 expect_eq "unit mode" "644 root root" "$(mode /usr/lib/systemd/system/fabric-agent.service)"
 
 # -qpR: rpmbuild's find-requires, one soname per NEEDED library of the
