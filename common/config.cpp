@@ -515,7 +515,10 @@ void merge_layer(YAML::Node base, const YAML::Node& over, const std::string& pat
       merge_layer(below, kv.second, full, file, origin);
       continue;
     }
-    base[key] = kv.second;
+    if (below.IsDefined())
+      base[key] = kv.second;
+    else
+      base.force_insert(kv.first, kv.second);  // the drop-in's key node, with its place for errors
     // What an earlier drop-in set at or under this path is replaced too.
     for (auto it = origin.lower_bound(full); it != origin.end() && it->first.rfind(full, 0) == 0;) {
       const char next = it->first.size() > full.size() ? it->first[full.size()] : '\0';

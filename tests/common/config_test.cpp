@@ -276,6 +276,7 @@ TEST_CASE("config drop-ins: an error names the drop-in, its line and the key; th
   bad = fa::load_config_file(d.main());
   REQUIRE_FALSE(bad.ok());
   CHECK_THAT(bad.error().message, StartsWith(d.main() + ":3:14: overlay.interface: 'a b' is not accepted"));
+  d.write(d.main(), "overlay:\n  mtu: 1400\n");
 
   // Unknown keys, a document that is not a mapping, broken YAML, a key twice.
   d.write(d.dropin("20-b.yaml"), "overlay:\n  mtuu: 1\n");
@@ -285,7 +286,7 @@ TEST_CASE("config drop-ins: an error names the drop-in, its line and the key; th
   CHECK(fa::load_config_file(d.main()).error().message ==
         d.dropin("20-b.yaml") + ":1:1: a list is not accepted; accepted: a mapping of the config's keys (docs/operator.md)");
   d.write(d.dropin("20-b.yaml"), "overlay: [\n");
-  CHECK_THAT(fa::load_config_file(d.main()).error().message, StartsWith(d.dropin("20-b.yaml") + ":2:1: not valid YAML: "));
+  CHECK_THAT(fa::load_config_file(d.main()).error().message, StartsWith(d.dropin("20-b.yaml") + ":1:1: not valid YAML: "));
   d.write(d.dropin("20-b.yaml"), "provider_id: a\nprovider_id: b\n");
   CHECK(fa::load_config_file(d.main()).error().message == d.dropin("20-b.yaml") + ":2:1: provider_id: key given twice");
   // A plain-HTTP listen address that is not loopback, set by a drop-in.
