@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -212,7 +213,10 @@ struct ConfigDir {
     dir = tmpl;
     REQUIRE(::mkdir((dir + "/agent.yaml.d").c_str(), 0755) == 0);
   }
-  ~ConfigDir() { std::system(("rm -rf '" + dir + "'").c_str()); }
+  ~ConfigDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
   std::string main() const { return dir + "/agent.yaml"; }
   std::string dropin(const std::string& name) const { return dir + "/agent.yaml.d/" + name; }
   void write(const std::string& path, const std::string& text, mode_t mode = 0644) const {
@@ -245,7 +249,7 @@ TEST_CASE("config drop-ins: agent.yaml.d/*.yaml laid over the file in name order
                             d.dropin("50-empty.yaml"));
 
   // No directory: the file alone.
-  std::system(("rm -rf '" + d.dir + "/agent.yaml.d'").c_str());
+  std::filesystem::remove_all(d.dir + "/agent.yaml.d");
   auto alone = fa::load_config_file(d.main());
   REQUIRE(alone.ok());
   CHECK(alone->provider_id == "from-main");
