@@ -280,7 +280,7 @@ TEST_CASE("server: SIGHUP with a bad config keeps the running one", "[server]") 
   CHECK(a.log().find("SIGTERM: stopping; the mesh stays up") != std::string::npos);
 }
 
-TEST_CASE("server: config drop-ins are read at start and on SIGHUP; a bad one keeps the running config", "[server][dropins]") {
+TEST_CASE("server: config drop-ins are read at start and on SIGHUP, and a bad one keeps the running config", "[server][dropins]") {
   // What a fleet tool does: leave agent.yaml (the package's conffile) alone
   // and put its settings beside it.
   TempDir d;

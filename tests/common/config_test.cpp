@@ -256,7 +256,7 @@ TEST_CASE("config drop-ins: agent.yaml.d/*.yaml laid over the file in name order
   CHECK(alone->dropins.empty());
 }
 
-TEST_CASE("config drop-ins: an error names the drop-in, its line and the key; the whole config is refused",
+TEST_CASE("config drop-ins: an error names the drop-in, its line and the key, and the whole config is refused",
           "[config][dropins]") {
   ConfigDir d;
   d.write(d.main(), "overlay:\n  mtu: 1400\n");
