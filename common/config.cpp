@@ -12,8 +12,6 @@
 #include <charconv>
 #include <sys/stat.h>
 
-#include <algorithm>
-#include <filesystem>
 #include <functional>
 #include <map>
 #include <set>
@@ -598,17 +596,12 @@ Result<std::vector<ConfigLayer>> read_dropins(const std::string& dir) {
                  " is not accepted; accepted: owned by root and not writable by group or others (chmod go-w)"};
   };
   if (unsafe(ds)) return refusal("config drop-in directory " + dir, ds);
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
+  auto all = list_dir(dir);
+  if (!all) return Error{"config drop-in directory " + all.error().message, all.error().sys_errno};
+  std::vector<std::string> names;  // sorted by list_dir
+  for (const std::string& name : *all)
     // Dot files are editors' and Kubernetes' (..data); only *.yaml counts.
-    if (name.empty() || name[0] == '.' || name.size() <= 5 || name.compare(name.size() - 5, 5, ".yaml") != 0)
-      continue;
-    names.push_back(name);
-  }
-  if (ec) return Error{"config drop-in directory " + dir + ": " + ec.message(), ec.value()};
-  std::sort(names.begin(), names.end());
+    if (name[0] != '.' && name.size() > 5 && name.compare(name.size() - 5, 5, ".yaml") == 0) names.push_back(name);
   for (const std::string& name : names) {
     const std::string path = dir + "/" + name;
     struct stat st {};
