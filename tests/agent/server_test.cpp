@@ -296,7 +296,10 @@ TEST_CASE("server: config drop-ins are read at start and on SIGHUP, and a bad on
   std::ofstream(dir + "/60-site.yaml") << "overlay: {public_address: 192.0.2.11}\n";
   a.signal(SIGHUP);
   REQUIRE(a.log_has("reloaded config from " + a.config_path() + " + " + dir + "/50-fleet.yaml, " + dir + "/60-site.yaml"));
-  CHECK(json::parse(call(a, "GET", "/v1/status").body)["mesh"]["endpoint"] == "192.0.2.11:51820");
+  // The worker applies the reloaded config after that line: the status moves then.
+  auto moved = call(a, "GET", "/v1/status?wait=30", "", {{"If-None-Match", first.headers["etag"]}});
+  CHECK(moved.status == 200);
+  CHECK(json::parse(moved.body)["mesh"]["endpoint"] == "192.0.2.11:51820");
 
   std::ofstream(dir + "/70-typo.yaml") << "overlay: {public_adress: 192.0.2.12}\n";
   a.signal(SIGHUP);
