@@ -136,6 +136,15 @@ std::string error_message(const HttpReply& r) {
   return r.body;
 }
 
+void split_agents(const std::vector<std::string>& argv, size_t from, std::vector<std::string>& agents,
+                  std::vector<std::string>& rest) {
+  for (size_t i = from; i < argv.size(); ++i) {
+    if (argv[i] == "--agent" && i + 1 < argv.size()) agents.push_back(argv[++i]);
+    else if (argv[i].rfind("--agent=", 0) == 0) agents.push_back(argv[i].substr(8));
+    else rest.push_back(argv[i]);
+  }
+}
+
 int cmd_cluster(const std::vector<std::string>& argv_in) {
   if (argv_in.empty() || argv_in[0] == "-h" || argv_in[0] == "--help") return usage(argv_in.empty() ? stderr : stdout);
   if (argv_in[0] == "verify") return cmd_cluster_verify({argv_in.begin() + 1, argv_in.end()});
@@ -143,13 +152,8 @@ int cmd_cluster(const std::vector<std::string>& argv_in) {
     std::fprintf(stderr, "fabric-agent cluster: unknown action '%s' (accepted: form, verify)\n", argv_in[0].c_str());
     return 2;
   }
-  // --agent repeats; Args keeps one value per option, so collect them first.
   std::vector<std::string> agents, rest;
-  for (size_t i = 1; i < argv_in.size(); ++i) {
-    if (argv_in[i] == "--agent" && i + 1 < argv_in.size()) agents.push_back(argv_in[++i]);
-    else if (argv_in[i].rfind("--agent=", 0) == 0) agents.push_back(argv_in[i].substr(8));
-    else rest.push_back(argv_in[i]);
-  }
+  split_agents(argv_in, 1, agents, rest);
   auto args = Args::parse(rest, {{"token-file", true},
                                  {"cluster-id", true},
                                  {"overlay-cidr", true},

@@ -25,6 +25,12 @@ int odd_one(const std::vector<std::string>& values);
 // An API error answer as one line: its message and field.
 std::string error_message(const HttpReply& r);
 
+// Splits argv[from..] into the values of the repeatable --agent (as
+// "--agent X" or "--agent=X") and everything else, for Args::parse, which
+// keeps one value per option.
+void split_agents(const std::vector<std::string>& argv, size_t from, std::vector<std::string>& agents,
+                  std::vector<std::string>& rest);
+
 // fabric-agent cluster verify ... (agent/verify.cpp); args after "verify".
 int cmd_cluster_verify(const std::vector<std::string>& args);
 

@@ -48,13 +48,8 @@ int usage(FILE* out) {
 
 int cmd_slurm(const std::vector<std::string>& argv_in) {
   if (argv_in.size() == 1 && (argv_in[0] == "--help" || argv_in[0] == "-h")) return usage(stdout);
-  // --agent repeats; Args keeps one value per option, so collect them first.
   std::vector<std::string> agents, rest;
-  for (size_t i = 0; i < argv_in.size(); ++i) {
-    if (argv_in[i] == "--agent" && i + 1 < argv_in.size()) agents.push_back(argv_in[++i]);
-    else if (argv_in[i].rfind("--agent=", 0) == 0) agents.push_back(argv_in[i].substr(8));
-    else rest.push_back(argv_in[i]);
-  }
+  split_agents(argv_in, 0, agents, rest);
   auto args = Args::parse(rest, {{"token-file", true},
                                  {"output", true},
                                  {"json", false},

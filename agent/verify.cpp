@@ -268,11 +268,7 @@ std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s + " "
 
 int cmd_cluster_verify(const std::vector<std::string>& argv_in) {
   std::vector<std::string> agents, rest;
-  for (size_t i = 0; i < argv_in.size(); ++i) {
-    if (argv_in[i] == "--agent" && i + 1 < argv_in.size()) agents.push_back(argv_in[++i]);
-    else if (argv_in[i].rfind("--agent=", 0) == 0) agents.push_back(argv_in[i].substr(8));
-    else rest.push_back(argv_in[i]);
-  }
+  split_agents(argv_in, 0, agents, rest);
   auto args = Args::parse(rest, {{"token-file", true},
                                  {"min-fraction", true},
                                  {"json", true},
