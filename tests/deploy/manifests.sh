@@ -4,7 +4,10 @@
 # types (deploy/kubernetes/validate/check.js: kubernetes-models' JSON Schema
 # validator and its TypeScript types under tsc), as files and as `kubectl
 # kustomize` renders them; the ConfigMap's agent.yaml through the agent's own
-# config loader. A misspelt field must be refused, or the check proves nothing.
+# config loader; the init container node-address's command, run on a
+# stand-in for its emptyDir with an IPv4 and an IPv6 HOST_IP, and the daemon
+# advertising that address. A misspelt field must be refused, or the check
+# proves nothing.
 # Usage: manifests.sh SOURCE_DIR WORK_DIR FABRIC_AGENT
 set -euo pipefail
 src=$1 work=$2 bin=$3
@@ -32,6 +35,100 @@ node -e '
   process.stdout.write(cm.data["agent.yaml"]);' "$work" "$deploy/configmap.yaml" > "$work/agent.yaml"
 "$bin" inspect --config "$work/agent.yaml" --json > /dev/null
 echo "agent.yaml: loads"
+
+echo "== the init container node-address: its drop-in, read by the agent"
+# Its command as the manifest has it, and the wiring that lets the test stand
+# a directory in for its argument: that argument is its mount of an emptyDir,
+# which the agent container mounts read-only as its drop-in directory.
+node -e '
+  const YAML = require(process.argv[1] + "/node_modules/yaml");
+  const ds = YAML.parse(require("fs").readFileSync(process.argv[2], "utf8")).spec.template.spec;
+  const fail = (m) => { console.error("FAIL: daemonset.yaml: " + m); process.exit(1); };
+  const init = (ds.initContainers || []).find((c) => c.name === "node-address") || fail("no initContainer node-address");
+  const agent = ds.containers.find((c) => c.name === "fabric-agent");
+  const env = (init.env || []).find((e) => e.name === "HOST_IP");
+  if (!env || !env.valueFrom || !env.valueFrom.fieldRef || env.valueFrom.fieldRef.fieldPath !== "status.hostIP")
+    fail("node-address: HOST_IP is not the downward API'"'"'s status.hostIP");
+  const out = (init.volumeMounts || []).find((m) => init.args && init.args.length === 1 && m.mountPath === init.args[0]);
+  if (!out) fail("node-address: its one argument is not one of its mounts");
+  const vol = ds.volumes.find((v) => v.name === out.name);
+  if (!vol || !vol.emptyDir) fail("node-address: volume " + out.name + " is not an emptyDir");
+  const m = agent.volumeMounts.find((m) => m.name === out.name);
+  if (!m || m.mountPath !== "/etc/fabric-agent/agent.yaml.d" || m.readOnly !== true)
+    fail("fabric-agent: does not mount " + out.name + " read-only at /etc/fabric-agent/agent.yaml.d");
+  process.stdout.write(init.command.map((a) => a + "\0").join(""));' "$work" "$deploy/daemonset.yaml" > "$work/node-address.argv"
+mapfile -d '' -t node_address < "$work/node-address.argv"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/token"
+chmod 600 "$work/token"
+# The nodes under /tmp: the pods socket's path must fit a sockaddr_un.
+nodes=$(mktemp -d /tmp/fa-manifests-XXXXXX)
+agent_pid=
+trap '[ -z "$agent_pid" ] || kill "$agent_pid" 2>/dev/null || true; rm -rf "$nodes"' EXIT
+#   node_address_case HOST_IP EXPECTED_ENDPOINT
+node_address_case() {
+  local d=$nodes/${1//:/-} ip=$1 want=$2
+  mkdir "$d"
+  # The ConfigMap's agent.yaml with this test's paths, beside its drop-in
+  # directory: the stand-in for the emptyDir, 0777 as the kubelet makes it.
+  node -e '
+    const YAML = require(process.argv[1] + "/node_modules/yaml");
+    const [d, fixture, token] = process.argv.slice(3);
+    const c = YAML.parse(require("fs").readFileSync(process.argv[2], "utf8"));
+    Object.assign(c, { listen: "127.0.0.1:0", token_file: token, state_dir: d + "/state", sysfs_root: fixture,
+                       pods: { socket: d + "/pods.sock", cdi_dir: d + "/cdi" }, nfd: { feature_file: "" } });
+    process.stdout.write(YAML.stringify(c));' "$work" "$work/agent.yaml" "$d" "$src/tests/fixtures/a-ib-8gpu" "$work/token" > "$d/agent.yaml"
+  mkdir -m 0777 "$d/agent.yaml.d"
+  # The control: the agent refuses the directory as the kubelet leaves it.
+  if out=$("$bin" inspect --config "$d/agent.yaml" 2>&1); then
+    echo "FAIL: the agent read a 0777 drop-in directory"; exit 1
+  fi
+  echo "$out" | grep -q "agent.yaml.d: mode 0777, owner uid $(id -u) is not accepted" ||
+    { echo "FAIL: not the refusal of a 0777 directory: $out"; exit 1; }
+  # The init container's environment; as root, without any capability
+  # (its securityContext drops them all).
+  local as=()
+  [ "$(id -u)" != 0 ] || as=(setpriv --bounding-set=-all --inh-caps=-all --no-new-privs --)
+  env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOST_IP="$ip" "${as[@]}" "${node_address[@]}" "$d/agent.yaml.d"
+  # The daemon reads it: its start line names the drop-in, its status
+  # advertises the address as the WireGuard endpoint.
+  "$bin" run --config "$d/agent.yaml" > "$d/agent.log" 2>&1 &
+  agent_pid=$!
+  local port=
+  for _ in $(seq 1 200); do
+    if grep -q 'ready (generation' "$d/agent.log"; then
+      port=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$d/agent.log" | head -1)
+      break
+    fi
+    kill -0 "$agent_pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  [ -n "$port" ] || { echo "FAIL: the agent did not start:"; cat "$d/agent.log"; exit 1; }
+  grep -qF "starting (config: $d/agent.yaml + $d/agent.yaml.d/10-node-address.yaml)" "$d/agent.log" ||
+    { echo "FAIL: the start line does not name the drop-in:"; cat "$d/agent.log"; exit 1; }
+  local got
+  got=$("$bin" status --config "$d/agent.yaml" --url "http://127.0.0.1:$port" --json |
+    node -e 'const s = JSON.parse(require("fs").readFileSync(0, "utf8")); console.log(s.mesh.endpoint);')
+  kill "$agent_pid"
+  wait "$agent_pid" || true
+  agent_pid=
+  [ "$got" = "$want" ] || { echo "FAIL: HOST_IP $ip: mesh.endpoint $got, expected $want"; exit 1; }
+  # What the agent does not insist on: files others can read.
+  local modes
+  modes=$(stat -c %a "$d/agent.yaml.d" "$d/agent.yaml.d/10-node-address.yaml" | tr '\n' ' ')
+  [ "$modes" = "755 644 " ] || { echo "FAIL: modes $modes, expected 755 644"; exit 1; }
+  echo "HOST_IP $ip: mesh.endpoint $got"
+}
+node_address_case 192.0.2.7 192.0.2.7:51820
+node_address_case 2001:db8::7 "[2001:db8::7]:51820"
+
+echo "== without the init container (the component no-node-address)"
+rm -rf "$work/no-node-address" && cp -r "$deploy" "$work/no-node-address" && rm -rf "$work/no-node-address/validate"
+printf 'components:\n  - no-node-address\n' >> "$work/no-node-address/kustomization.yaml"
+kubectl kustomize "$work/no-node-address" > "$work/no-node-address.yaml"
+check "$work/no-node-address.yaml"
+if grep -nE 'node-address|node-dropin|agent\.yaml\.d' "$work/no-node-address.yaml"; then
+  echo "FAIL: the component left the init container or its drop-in behind"; exit 1
+fi
 
 echo "== the control: a misspelt field and a string port are refused"
 sed 's/livenessProbe:/livenesProbe:/' "$deploy/daemonset.yaml" > "$work/bad-field.yaml"
