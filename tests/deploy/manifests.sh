@@ -126,9 +126,18 @@ rm -rf "$work/no-node-address" && cp -r "$deploy" "$work/no-node-address" && rm 
 printf 'components:\n  - no-node-address\n' >> "$work/no-node-address/kustomization.yaml"
 kubectl kustomize "$work/no-node-address" > "$work/no-node-address.yaml"
 check "$work/no-node-address.yaml"
-if grep -nE 'node-address|node-dropin|agent\.yaml\.d' "$work/no-node-address.yaml"; then
-  echo "FAIL: the component left the init container or its drop-in behind"; exit 1
-fi
+node -e '
+  const YAML = require(process.argv[1] + "/node_modules/yaml");
+  const docs = YAML.parseAllDocuments(require("fs").readFileSync(process.argv[2], "utf8")).map((d) => d.toJS());
+  const ds = docs.find((d) => d && d.kind === "DaemonSet").spec.template.spec;
+  const left = [
+    ...(ds.initContainers || []).filter((c) => c.name === "node-address").map(() => "the init container node-address"),
+    ...ds.volumes.filter((v) => v.name === "node-dropin").map(() => "the volume node-dropin"),
+    ...ds.containers.flatMap((c) => c.volumeMounts || []).filter((m) => m.mountPath === "/etc/fabric-agent/agent.yaml.d")
+      .map(() => "a mount at /etc/fabric-agent/agent.yaml.d"),
+  ];
+  if (left.length) { console.log("FAIL: the component left " + left.join(", ")); process.exit(1); }
+  console.log("no init container, drop-in mount or emptyDir");' "$work" "$work/no-node-address.yaml"
 
 echo "== the control: a misspelt field and a string port are refused"
 sed 's/livenessProbe:/livenesProbe:/' "$deploy/daemonset.yaml" > "$work/bad-field.yaml"
