@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <chrono>
 
 #include "common/netlink.hpp"
@@ -18,7 +20,9 @@ namespace fa::agent {
 namespace asio = boost::asio;
 
 struct NetlinkWatch::Impl : std::enable_shared_from_this<NetlinkWatch::Impl> {
-  Impl(asio::io_context& ioc, std::function<void()> fn) : sd(ioc), debounce(ioc), on_event(std::move(fn)) {}
+  // The descriptor and the timer on one strand: their handlers never overlap.
+  Impl(asio::io_context& ioc, std::function<void()> fn)
+      : sd(asio::make_strand(ioc)), debounce(sd.get_executor()), on_event(std::move(fn)) {}
   NlSock sk;
   asio::posix::stream_descriptor sd;
   asio::steady_timer debounce;
@@ -75,10 +79,13 @@ Result<std::unique_ptr<NetlinkWatch>> NetlinkWatch::start(asio::io_context& ioc,
 }
 
 NetlinkWatch::~NetlinkWatch() {
-  impl_->stopped = true;
-  boost::system::error_code ec;
-  impl_->debounce.cancel();
-  impl_->sd.cancel(ec);
+  // On the watch's strand: a handler of it may be running on another thread.
+  asio::post(impl_->sd.get_executor(), [impl = impl_] {
+    impl->stopped = true;
+    boost::system::error_code ec;
+    impl->debounce.cancel();
+    impl->sd.cancel(ec);
+  });
 }
 
 }  // namespace fa::agent

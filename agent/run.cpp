@@ -13,9 +13,12 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <cstdio>
 #include <functional>
+#include <thread>
+#include <vector>
 
 #include "agent/cli.hpp"
 #include "agent/core.hpp"
@@ -138,7 +141,14 @@ int cmd_run(const std::vector<std::string>& argv) {
   // core as the io_context destroys them.
   Core core(*cfg, make_discovery(*cfg), make_mesh_ops(*cfg));
   asio::thread_pool worker(1);
-  asio::io_context ioc(1);
+  // Two threads run the event loop: while one writes the answers of
+  // hundreds of long-polls a change woke (and reads their next requests),
+  // the other serves the requests that arrive meanwhile (docs/reliability.md,
+  // "Soak"). Each connection runs on its own strand; the loop's timers and
+  // signals below on one strand of their own.
+  constexpr int kIoThreads = 2;
+  asio::io_context ioc(kIoThreads);
+  auto main_strand = asio::make_strand(ioc);
   core.set_token(std::move(tok->token));
   auto refresh = [&core, &worker] { asio::post(worker, [&core] { core.refresh(); }); };
 
@@ -202,7 +212,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   // Refresh: on a timer and on rtnetlink events; both run on the worker so
   // they queue behind (never interleave with) mesh operations.
 
-  asio::steady_timer refresh_timer(ioc);
+  asio::steady_timer refresh_timer(main_strand);
   std::function<void()> arm_refresh = [&] {
     refresh_timer.expires_after(core.config().refresh_interval);
     refresh_timer.async_wait([&](boost::system::error_code ec) {
@@ -219,7 +229,7 @@ int cmd_run(const std::vector<std::string>& argv) {
 
   // Watchdog: ping at half of WatchdogSec from the I/O thread, so a wedged
   // event loop stops the pings and systemd restarts us.
-  asio::steady_timer wd_timer(ioc);
+  asio::steady_timer wd_timer(main_strand);
   uint64_t wd_usec = 0;
   std::function<void()> arm_watchdog = [&] {
     wd_timer.expires_after(std::chrono::microseconds(wd_usec / 2));
@@ -234,7 +244,7 @@ int cmd_run(const std::vector<std::string>& argv) {
     arm_watchdog();
   }
 
-  asio::signal_set signals(ioc, SIGINT, SIGTERM, SIGHUP);
+  asio::signal_set signals(main_strand, SIGINT, SIGTERM, SIGHUP);
   std::function<void()> on_signal = [&] {
     signals.async_wait([&](boost::system::error_code ec, int sig) {
       if (ec) return;
@@ -281,7 +291,10 @@ int cmd_run(const std::vector<std::string>& argv) {
 
   sd_notify(0, "READY=1\nSTATUS=serving");
   log->info("ready (generation {})", core.snapshot()->generation);
+  std::vector<std::thread> more;
+  for (int i = 1; i < kIoThreads; ++i) more.emplace_back([&ioc] { ioc.run(); });
   ioc.run();
+  for (auto& t : more) t.join();
   worker.join();
   log->info("stopped");
   return 0;

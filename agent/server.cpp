@@ -152,7 +152,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   tcp::acceptor acceptor;
   asio::steady_timer accept_pause;
   std::shared_ptr<asio::ssl::context> tls;
-  bool stopped = false;
+  std::atomic<bool> stopped{false};
 
   // Connection slots. Every connection holds one of api.max_connections;
   // those that have not yet sent an authenticated request are also counted
@@ -192,8 +192,10 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   // moved; at stop, a share of the drain, released when its session is gone.
   using Waiter = std::function<void(uint64_t, std::shared_ptr<void>)>;
   std::map<uint64_t, Waiter> waiting;
-  std::deque<std::pair<uint64_t, Waiter>> waking;  // I/O thread only
-  bool wake_queued = false;                                               // I/O thread only
+  // The waking queue, the batches and the stop run on this strand.
+  asio::strand<asio::io_context::executor_type> wake_strand{asio::make_strand(ioc)};
+  std::deque<std::pair<uint64_t, Waiter>> waking;  // on wake_strand
+  bool wake_queued = false;                        // on wake_strand
   std::optional<uint64_t> core_sub;
 
   uint64_t wait_for_change(Waiter wake) {
@@ -223,7 +225,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
     }
     if (waking.empty()) return;
     wake_queued = true;
-    asio::post(ioc, [self = shared_from_this()] { self->wake_some(); });
+    asio::post(wake_strand, [self = shared_from_this()] { self->wake_some(); });
   }
 
   void do_accept();
@@ -715,8 +717,8 @@ Result<uint16_t> Server::start() {
   if (ec) return Error{"listen " + impl_->opt.listen + ": " + ec.message(), ec.value()};
   uint16_t port = a.local_endpoint().port();
   if (!impl_->core_sub)
-    impl_->core_sub = impl_->core.subscribe([weak = std::weak_ptr<Impl>(impl_), &ioc = impl_->ioc] {
-      asio::post(ioc, [weak] {
+    impl_->core_sub = impl_->core.subscribe([weak = std::weak_ptr<Impl>(impl_), strand = impl_->wake_strand] {
+      asio::post(strand, [weak] {
         if (auto impl = weak.lock()) impl->generation_moved();
       });
     });
@@ -729,7 +731,7 @@ void Server::stop(std::chrono::milliseconds grace, std::function<void()> drained
     if (drained) drained();
     return;
   }
-  asio::post(impl_->ioc, [impl = impl_, grace, drained = std::move(drained)]() mutable {
+  asio::post(impl_->wake_strand, [impl = impl_, grace, drained = std::move(drained)]() mutable {
     if (impl->stopped) {
       if (drained) drained();
       return;
@@ -744,14 +746,18 @@ void Server::stop(std::chrono::milliseconds grace, std::function<void()> drained
     // answered and closed; at once when none waited) or when the grace
     // timer fires. The hold's deleter touches no I/O object: it may run as
     // the loop's last handlers are destroyed.
-    auto once = std::make_shared<std::function<void()>>(std::move(drained));
-    auto fire = [once] {
-      if (!*once) return;
-      auto f = std::move(*once);
-      *once = nullptr;
-      f();
+    struct Once {
+      std::once_flag flag;
+      std::function<void()> fn;
     };
-    auto timer = std::make_shared<asio::steady_timer>(impl->ioc, grace);
+    auto once = std::make_shared<Once>();
+    once->fn = std::move(drained);
+    auto fire = [once] {  // from the timer or from the last session's strand
+      std::call_once(once->flag, [&] {
+        if (once->fn) once->fn();
+      });
+    };
+    auto timer = std::make_shared<asio::steady_timer>(impl->wake_strand, grace);
     timer->async_wait([fire, timer](beast::error_code) { fire(); });
     std::shared_ptr<void> hold(nullptr, [fire](void*) { fire(); });
     std::vector<std::pair<uint64_t, Impl::Waiter>> all;
