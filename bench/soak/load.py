@@ -4,7 +4,10 @@
 
 Started by bench/soak/run inside the benchmark's network namespace. The
 steady request rate comes from wrk (C, so that its latencies are the
-server's, not this script's); everything around it is asyncio here:
+server's, not this script's), at real-time priority (SCHED_FIFO 10): on
+two shared cores this script's bursts (500 long-pollers answered at once
+ask again at once) would otherwise delay wrk itself, and that delay would
+count as the server's; everything around it is asyncio here:
 
   idle      kept-alive connections that made one request and then wait,
             reopened when the server closes them
@@ -257,7 +260,7 @@ class Soak:
 
     def wrk(self, path, rate, seconds, lua):
         conns = max(1, int(rate // 100))  # each connection: one request every 10 ms
-        cmd = ["wrk", "-t1", "-c%d" % conns, "-d%ds" % seconds, "--latency", "-s", lua]
+        cmd = ["chrt", "--fifo", "10", "wrk", "-t1", "-c%d" % conns, "-d%ds" % seconds, "--latency", "-s", lua]
         for k, v in self.auth:
             cmd += ["-H", "%s: %s" % (k, v)]
         cmd.append("http://127.0.0.1:%d%s" % (self.a.port, path))
