@@ -2,7 +2,7 @@
 // The daemon's state, independent of sockets: the status snapshot and its
 // generation, the persisted desired mesh, the token, and the mesh operations.
 //
-// Threads: the HTTP server reads snapshots from its I/O thread; everything that
+// Threads: the HTTP server reads snapshots from its I/O threads; everything that
 // blocks (discovery, mesh apply/show/down, state writes) runs on one worker
 // thread, which is what serialises the mesh operations. A mutex still guards
 // each operation so that direct callers (tests) get the same guarantee.

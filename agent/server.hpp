@@ -46,6 +46,8 @@ struct ServerOptions {
 class Server {
  public:
   // `worker` runs Deferred outcomes (one thread: mesh operations serialised).
+  // `ioc` may be run by several threads: each connection, the long-poll
+  // wake queue and the stop run on strands of their own.
   Server(boost::asio::io_context& ioc, boost::asio::thread_pool& worker, Core& core, ServerOptions opt);
   ~Server();
 
@@ -53,7 +55,7 @@ class Server {
   Result<uint16_t> start();
   // Stops accepting and answers every waiting long-poll at once with the
   // status as it is (200 or 304) and `Connection: close`; `drained` runs on
-  // the I/O thread when those answers are written and their connections
+  // an I/O thread when those answers are written and their connections
   // closed, or after `grace`, whichever comes first (then stop the loop).
   void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000), std::function<void()> drained = {});
 
