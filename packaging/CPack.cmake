@@ -146,10 +146,6 @@ set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # Depends: dpkg-shlibdeps from the binary's NEEDED libraries.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-# DT_RELR needs glibc 2.36 (GLIBC_ABI_DT_RELR), a version with no symbols, which shlibdeps does not count.
-if(FA_HAVE_PACK_RELATIVE_RELOCS)
-  set(CPACK_DEBIAN_PACKAGE_DEPENDS "libc6 (>= 2.36)")
-endif()
 # Verbs provider drivers (mlx5, rxe, ...) are plugins libibverbs loads at run
 # time; wireguard-go is the backend where the kernel has no WireGuard.
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "ibverbs-providers, wireguard-go")
