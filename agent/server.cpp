@@ -182,20 +182,23 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
 
   // Long-polls waiting for the status to move. The server holds one
   // subscription to the core for all of them; when the generation moves
-  // they are woken kWakeBatch at a time, each batch a handler of its own, so
-  // that a request arriving while hundreds are answered is served between
-  // two batches, not after the last one.
-  static constexpr size_t kWakeBatch = 16;
+  // they are answered at most kWakeWindow at a time: each woken session
+  // holds a turn until its answer is written (or it is gone), and the next
+  // waiter is woken when a turn comes back. The answers to hundreds of
+  // long-polls then never stand in the event loop's queue ahead of another
+  // client's request by more than a window's worth.
+  static constexpr size_t kWakeWindow = 16;
   std::mutex waiting_mu;
   uint64_t next_waiter = 0;
-  // A waiter is called with its id and a hold: null when the generation
-  // moved; at stop, a share of the drain, released when its session is gone.
+  // A waiter is called with its id and a hold: a turn of the window when
+  // the generation moved; at stop, a share of the drain, released when its
+  // session is gone.
   using Waiter = std::function<void(uint64_t, std::shared_ptr<void>)>;
   std::map<uint64_t, Waiter> waiting;
-  // The waking queue, the batches and the stop run on this strand.
+  // The waking queue, the window and the stop run on this strand.
   asio::strand<asio::io_context::executor_type> wake_strand{asio::make_strand(ioc)};
   std::deque<std::pair<uint64_t, Waiter>> waking;  // on wake_strand
-  bool wake_queued = false;                        // on wake_strand
+  size_t woken_unanswered = 0;                     // on wake_strand
   std::optional<uint64_t> core_sub;
 
   uint64_t wait_for_change(Waiter wake) {
@@ -214,18 +217,24 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
       for (auto& w : waiting) waking.emplace_back(w.first, std::move(w.second));
       waiting.clear();
     }
-    if (!wake_queued) wake_some();
+    wake_some();
   }
   void wake_some() {
-    wake_queued = false;
-    for (size_t i = 0; i < kWakeBatch && !waking.empty(); ++i) {
+    while (woken_unanswered < kWakeWindow && !waking.empty()) {
       auto w = std::move(waking.front());
       waking.pop_front();
-      w.second(w.first, nullptr);
+      ++woken_unanswered;
+      // The turn's deleter may run as the loop's last handlers are
+      // destroyed: posting then is dropped with them.
+      std::shared_ptr<void> turn(nullptr, [weak = weak_from_this()](void*) {
+        if (auto self = weak.lock())
+          asio::post(self->wake_strand, [self] {
+            --self->woken_unanswered;
+            self->wake_some();
+          });
+      });
+      w.second(w.first, std::move(turn));
     }
-    if (waking.empty()) return;
-    wake_queued = true;
-    asio::post(wake_strand, [self = shared_from_this()] { self->wake_some(); });
   }
 
   void do_accept();
@@ -456,6 +465,7 @@ class Session : public Tracked, public std::enable_shared_from_this<Session<Stre
       srv_->trim_soon();
     }
     if (!keep_alive_) return linger_ ? linger_close() : close();
+    hold_.reset();  // answered: the next long-poll's turn
     if (buffer_.size() > 0) return do_read();  // pipelined request already here
     if constexpr (kTls) {
       // OpenSSL may hold decrypted bytes the socket no longer shows; read
@@ -522,7 +532,9 @@ class Session : public Tracked, public std::enable_shared_from_this<Session<Stre
   }
 
   std::shared_ptr<Server::Impl> srv_;
-  std::shared_ptr<void> hold_;  // the stop's drain waits for this session while it answers
+  // A woken long-poll's turn, given back once answered; at stop, the drain's
+  // share, which waits for this session to be gone.
+  std::shared_ptr<void> hold_;
   Stream stream_;
   asio::steady_timer timer_;
   beast::flat_buffer buffer_;

@@ -231,6 +231,60 @@ TEST_CASE("server: 304 and long-poll", "[server]") {
   CHECK(json::parse(changed.body)["agent"]["generation"].get<int>() > 1);
 }
 
+TEST_CASE("server: a change answers every waiting long-poll, many more than are woken at once, on kept-alive connections",
+          "[server]") {
+  // The server answers woken long-polls a window at a time: a woken one
+  // gives its turn back once its answer is written. A turn never given back
+  // would leave every long-poll past the window waiting until its wait ends.
+  TempDir d;
+  AgentProcess a(d.path, "");
+  auto first = call(a, "GET", "/v1/status");
+  REQUIRE(first.status == 200);
+  const std::string etag = first.headers["etag"];
+  const std::string req = "GET /v1/status?wait=120 HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + a.token() +
+                          "\r\nIf-None-Match: " + etag + "\r\n\r\n";
+  constexpr int kPolls = 80;
+  std::vector<int> fds;
+  for (int i = 0; i < kPolls; ++i) {
+    fds.push_back(connect_loopback(a.port()));
+    REQUIRE(::send(fds.back(), req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size()));
+  }
+  // Every one is waiting: nothing to read yet.
+  std::vector<pollfd> pfds;
+  for (int fd : fds) pfds.push_back({fd, POLLIN, 0});
+  REQUIRE(::poll(pfds.data(), pfds.size(), 500) == 0);
+  std::ofstream(a.config_path(), std::ios::app) << "overlay: {public_address: 192.0.2.9}\n";
+  a.signal(SIGHUP);
+  // Each reads its answer's head (the connection stays open).
+  std::vector<std::string> heads(kPolls);
+  int complete = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (complete < kPolls && std::chrono::steady_clock::now() < deadline) {
+    for (auto& p : pfds) p.revents = 0;
+    if (::poll(pfds.data(), pfds.size(), 200) <= 0) continue;
+    for (int i = 0; i < kPolls; ++i) {
+      if (!(pfds[i].revents & POLLIN) || heads[i].find("\r\n\r\n") != std::string::npos) continue;
+      char buf[4096];
+      ssize_t n = ::recv(fds[i], buf, sizeof buf, 0);
+      if (n <= 0) {
+        pfds[i].fd = -1;  // closed: counted as not answered
+        continue;
+      }
+      heads[i].append(buf, static_cast<size_t>(n));
+      if (heads[i].find("\r\n\r\n") != std::string::npos) {
+        ++complete;
+        pfds[i].fd = -1;
+      }
+    }
+  }
+  for (int fd : fds) ::close(fd);
+  CHECK(complete == kPolls);
+  int ok = 0;
+  for (const auto& h : heads)
+    if (h.rfind("HTTP/1.1 200", 0) == 0 && h.find("Connection: close") == std::string::npos) ++ok;
+  CHECK(ok == kPolls);
+}
+
 TEST_CASE("server: SIGTERM while long-polls wait: each gets its answer with Connection: close, exit 0", "[server]") {
   // The control plane long-polls by design: every systemctl restart and
   // package upgrade stops the daemon with a wait pending. The wait ends with
