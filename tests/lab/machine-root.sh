@@ -22,9 +22,12 @@ out=$1 kdir=$2 kver=$3 depends=$4
 # The machine: systemd as PID 1 (systemd-sysv) with D-Bus (crun and Podman
 # drive systemd through it: the systemd cgroup manager), the host's command
 # channel (qemu-guest-agent), the fabric tools, Podman + crun as the
-# container engine. (rdma-core brings udev, which is masked below.)
+# container engine, with catatonit (Podman's Recommends, which `apt install
+# podman` brings on a provider's node): the init of a pod's infra container,
+# from which `podman kube play` builds its pause image without a registry.
+# (rdma-core brings udev, which is masked below.)
 MACHINE_PKGS=(systemd-sysv dbus qemu-guest-agent iproute2 iputils-ping wireguard-tools rdma-core
-  ibverbs-utils ibverbs-providers perftest podman crun kmod procps)
+  ibverbs-utils ibverbs-providers perftest podman crun catatonit kmod procps)
 # The renter's image (a Debian 12 userland with the RDMA tools and OpenSSH,
 # as an NCCL job's image would have: mpirun and the renter reach the other
 # nodes over ssh), run with `podman run --rootfs`: no registry.
