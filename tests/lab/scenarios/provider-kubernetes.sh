@@ -21,17 +21,10 @@ KUBELET=/run/lab-kubelet
 mkdir -p "$KF"
 
 # ---------------------------------------------------------------- the image
-# k_chroot DIR CMD...: CMD chrooted into DIR (proc, the lab's apt archive cache).
+# k_chroot DIR CMD...: CMD chrooted into DIR (the packaging tests' in_root,
+# with the lab's apt archive cache).
 k_chroot() {
-  local dir=$1; shift
-  mkdir -p "$CACHE/machine/archives/partial"
-  unshare --mount --propagation private -- /bin/sh -c '
-    set -e
-    root=$1; cache=$2; shift 2
-    mount -t proc proc "$root/proc"
-    mount --bind "$cache" "$root/var/cache/apt/archives"
-    exec chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-      HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"' sh "$dir" "$CACHE/machine/archives" "$@"
+  ( FA_TEST_NAME=lab-image; source "$SRC_DIR/tests/packaging/lib.sh"; FA_ROOT_APT=$CACHE/machine/archives in_root "$@" )
 }
 
 # k_dockerfile: the Dockerfile of docs/kubernetes.md, one instruction a line
