@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # The two commands a newcomer needs:
 #   make run    install what building and running need, build, run the agent
-#   make test   install the test and lab tools too, build (plain, ASan/UBSan and the
-#               clang fuzz tree), run every test and a short run of each fuzz harness
+#   make test   install the test and lab tools too, build (plain, and the clang
+#               ASan/UBSan tree with the fuzz harnesses), run every test and a
+#               short run of each fuzz harness
 #   make fuzz   a fuzzing campaign: every harness of fuzz/ for FUZZ_SECONDS (600) each,
 #               or FUZZ_RUNS executions (docs/reliability.md)
 #   make test-tsan  unit, netns and lab tests under ThreadSanitizer (not in CI:
@@ -15,7 +16,6 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
-FUZZ_BUILD ?= build-fuzz
 JOBS       ?= $(shell nproc)
 WERROR     ?= $(if $(CI),ON,OFF)
 CMAKE_ARGS ?=
@@ -34,17 +34,22 @@ deps:
 	@scripts/deps.sh
 deps-test: deps
 	@scripts/deps.sh --test --lab
+deps-fuzz: deps
+	@scripts/deps.sh --fuzz
 
 $(BUILD)/build.ninja:
 	cmake -S . -B $(BUILD) -G Ninja -DFA_WERROR=$(WERROR) $(CMAKE_ARGS)
 
-$(ASAN_BUILD)/build.ninja:
-	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFA_SANITIZE=ON -DFA_WERROR=$(WERROR) $(CMAKE_ARGS)
+# The sanitizer tree: clang, every library and test with ASan + UBSan and
+# libFuzzer's coverage, a Debug tree so that library assertions stay on; the
+# libFuzzer harnesses (fuzz/) are built in it too.
+$(ASAN_BUILD)/build.ninja: | deps-fuzz
+	CC=clang CXX=clang++ cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFA_SANITIZE=ON -DFA_WERROR=$(WERROR) $(CMAKE_ARGS)
 
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
-build-asan: deps $(ASAN_BUILD)/build.ninja
+build-asan: deps-fuzz $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 $(TSAN_BUILD)/build.ninja:
@@ -53,17 +58,9 @@ $(TSAN_BUILD)/build.ninja:
 build-tsan: deps $(TSAN_BUILD)/build.ninja
 	cmake --build $(TSAN_BUILD) -j $(JOBS)
 
-# The libFuzzer harnesses (fuzz/): clang, every library with ASan + UBSan and
-# libFuzzer's coverage, a Debug tree so that library assertions stay on.
-# Only the harnesses are built, not the daemon or the Catch2 tests.
-deps-fuzz: deps
-	@scripts/deps.sh --fuzz
-
-$(FUZZ_BUILD)/build.ninja: | deps-fuzz
-	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFA_FUZZ=ON -DFA_TESTS=OFF -DFA_WERROR=$(WERROR) $(CMAKE_ARGS)
-
-build-fuzz: deps-fuzz $(FUZZ_BUILD)/build.ninja
-	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz
+# The libFuzzer harnesses alone, in the sanitizer tree (make fuzz).
+build-fuzz: deps-fuzz $(ASAN_BUILD)/build.ninja
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target fuzz
 
 # The daemon: /etc/fabric-agent/agent.yaml if it exists, else the embedded
 # defaults (http://127.0.0.1:7471, state and token in /var/lib/fabric-agent;
@@ -82,21 +79,21 @@ bench: build
 	bench/status ./$(BUILD)/agent/fabric-agent
 
 # The whole suite: plain build (every label, the lab included), then the
-# same tests under AddressSanitizer + UBSan (all but the lab).
-test: deps-test build build-asan build-fuzz
+# same tests under AddressSanitizer + UBSan (all but the lab) with each fuzz
+# harness's smoke run.
+test: deps-test build build-asan
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -LE '$(ASAN_EXCLUDE)'
-	ctest --test-dir $(FUZZ_BUILD) --output-on-failure -j $(JOBS) -L fuzz
 
 # A campaign: each harness in turn (FUZZ_SECONDS each, 0 for no limit; or
-# until FUZZ_RUNS executions), growing the corpus in $(FUZZ_BUILD)/fuzz/campaign;
+# until FUZZ_RUNS executions), growing the corpus in $(ASAN_BUILD)/fuzz/campaign;
 # FUZZ_JOBS=N runs N processes per harness. Prints the table of docs/reliability.md.
 FUZZ_SECONDS ?= 600
 FUZZ_RUNS ?= -1
 FUZZ_JOBS ?= 1
 fuzz: build-fuzz
-	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_RUNS=$(FUZZ_RUNS) FUZZ_JOBS=$(FUZZ_JOBS) fuzz/campaign.sh $(FUZZ_BUILD) $(FUZZ_HARNESSES)
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_RUNS=$(FUZZ_RUNS) FUZZ_JOBS=$(FUZZ_JOBS) fuzz/campaign.sh $(ASAN_BUILD) $(FUZZ_HARNESSES)
 
 # The daemon's, the CLI's and the tests' threads under ThreadSanitizer: a
 # race report ends the process that made it with an error, and its test
@@ -123,7 +120,7 @@ format:
 	git ls-files '*.cpp' '*.hpp' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
 
 # Every crash point of a mesh change, not the sample `make test` runs
 # (tests/agent/killpoints.py; docs/reliability.md).

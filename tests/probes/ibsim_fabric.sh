@@ -27,14 +27,13 @@ for t in ibsim opensm sminfo saquery python3 ip; do
   command -v "$t" >/dev/null || { echo "ibsim: FAIL: $t is missing (scripts/deps.sh --test installs it)" >&2; exit 1; }
 done
 [ -e "$UMAD2SIM" ] || { echo "ibsim: FAIL: $UMAD2SIM is missing (package libumad2sim0)" >&2; exit 1; }
-# Under AddressSanitizer the agent needs the runtime first among its
-# preloads; the reference tools (built without it) get libumad2sim alone.
-# awk reads all of ldd's output: `grep -q` would end the pipe early, and
+# The sanitizer tree's agent carries AddressSanitizer's runtime in the
+# executable (clang links it statically and exports its symbols), so its
+# interceptors come before libumad2sim's without a preload of their own.
+# awk reads all of nm's output: `grep -q` would end the pipe early, and
 # under pipefail the answer would be no at random.
-ASAN_LIB=$(ldd "$BIN" | awk '/libasan/ {print $3}')
 AGENT_PRELOAD=$UMAD2SIM
-if [ -n "$ASAN_LIB" ]; then
-  AGENT_PRELOAD="$ASAN_LIB:$UMAD2SIM"
+if nm -D "$BIN" | awk '$NF == "__asan_init" {f = 1} END {exit !f}'; then
   # libumad2sim's own client state is freed by no one at exit, and its
   # read() overreads its own buffer (umad2sim.asan.supp says how).
   export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$(dirname "$0")/umad2sim.supp"
