@@ -167,6 +167,7 @@ int cmd_run(const std::vector<std::string>& argv) {
     po.socket = cfg->pods.socket;
     po.cdi_dir = cfg->pods.cdi_dir;
     po.dev_root = cfg->pods.dev_root;
+    po.hook_dir = cfg->pods.hook_dir;
     po.sysfs_root = cfg->sysfs_root;
     po.inspect = [&core] { return *core.inspect_document(); };
     po.desired_mesh = [&core] { return core.desired_held(); };

@@ -55,6 +55,11 @@ pods:
   socket: /run/fabric-agent/pods.sock  # where the OCI hooks register containers
   cdi_dir: /var/run/cdi                # CDI spec directory; "" = no spec written
   dev_root: /dev
+  # Where to keep a copy of this agent (binary, fabric-agent-runtime, the
+  # shared libraries and loader it runs with) for the CDI spec's hooks, which
+  # the runtime runs on the host: for an agent in a container (the Kubernetes
+  # DaemonSet), whose binary the host lacks; "" = the hooks run this binary.
+  hook_dir: ""
 nfd:                # node labels for Kubernetes (docs/kubernetes.md)
   # Node Feature Discovery's local feature file, rewritten at every discovery
   # pass while its directory exists (NFD's worker makes it); "" = never.
@@ -386,6 +391,13 @@ Config walk(const YAML::Node& root, const Walker& w) {
                               std::string s = w.str(x, q);
                               if (s.empty()) w.fail(x, q, "empty; accepted: a directory path such as /dev");
                               c.pods.dev_root = s;
+                            }},
+                           {"hook_dir",
+                            [&](const YAML::Node& x, const std::string& q) {
+                              std::string s = w.str(x, q);
+                              if (!s.empty() && (s[0] != '/' || s == "/" || s.find('\0') != std::string::npos))
+                                w.fail(x, q, "'" + s + "' is not accepted; accepted: \"\" or an absolute directory path other than /");
+                              c.pods.hook_dir = s;
                             }},
                        });
            }},

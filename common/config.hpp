@@ -56,6 +56,7 @@ struct PodsConfig {
   std::string socket = "/run/fabric-agent/pods.sock";
   std::string cdi_dir = "/var/run/cdi";  // empty: no CDI spec is written
   std::string dev_root = "/dev";         // device nodes the CDI spec names
+  std::string hook_dir;                  // "": the hooks run this binary; else a copy of it kept there for the host
   bool operator==(const PodsConfig&) const = default;
 };
 

@@ -104,12 +104,15 @@ Result<CdiSpec> build_cdi_spec(const json& inspect, const std::map<std::string, 
                 {"containerEdits", {{"env", env}}}};
 
   auto hook = [&](const char* name, const char* stage) {
-    json args = {"fabric-agent", "oci-hook", stage, "--socket", opt.socket};
+    json args = json::array({"fabric-agent"});
+    if (!opt.hook_loader.empty()) args.insert(args.end(), {"--library-path", opt.hook_library_path, opt.hook_path});
+    args.insert(args.end(), {"oci-hook", stage, "--socket", opt.socket});
     if (opt.dev_root != "/dev") {
       args.push_back("--dev-root");
       args.push_back(opt.dev_root);
     }
-    return json{{"hookName", name}, {"path", opt.hook_path}, {"args", args}, {"timeout", opt.hook_timeout_seconds}};
+    const std::string& path = opt.hook_loader.empty() ? opt.hook_path : opt.hook_loader;
+    return json{{"hookName", name}, {"path", path}, {"args", args}, {"timeout", opt.hook_timeout_seconds}};
   };
 
   out.doc = {{"cdiVersion", need_host_path ? "0.5.0" : "0.3.0"},

@@ -59,6 +59,10 @@ struct CdiOptions {
   // inside it can use the runtime as its default. Either empty: no mounts.
   std::string runtime_path;
   std::string nested_spec;
+  // When set, the hooks run hook_path through this dynamic loader with this
+  // library path (a copy of the agent for the host: copy_for_host).
+  std::string hook_loader;
+  std::string hook_library_path;
 };
 
 // Where the pod's spec is kept on the host: beside the daemon's socket (a
@@ -66,6 +70,25 @@ struct CdiOptions {
 std::string nested_spec_path(const std::string& socket);
 // fabric-agent-runtime beside the hook binary, if it is there; else "".
 std::string runtime_beside(const std::string& hook_path);
+
+// The agent as the host can run it, for an agent in a container
+// (pods.hook_dir, docs/kubernetes.md): its binary, fabric-agent-runtime and
+// every shared object this process has loaded, the dynamic loader among
+// them, copied into DIR (DIR/fabric-agent, DIR/lib/<the name the loader
+// looked it up by>). Files already equal
+// are left alone. DIR and DIR/lib must be this user's and writable by no
+// one else; they are made 0755 when missing.
+struct HostCopy {
+  std::string binary;        // DIR/fabric-agent
+  std::string loader;        // DIR/lib/<the loader's file name>
+  std::string library_path;  // DIR/lib
+  size_t objects = 0;        // shared objects copied, the loader included
+};
+Result<HostCopy> copy_for_host(const std::string& dir);
+// What copy_for_host copies of the objects the loader reports (paths as it
+// opened them): each absolute path once, in order; an error for two with
+// one file name.
+Result<std::vector<std::string>> objects_to_copy(const std::vector<std::string>& loaded);
 
 // uverbsN of each HCA, from <sysfs>/class/infiniband_verbs/uverbsN/ibdev.
 Result<std::map<std::string, std::string>> uverbs_by_hca(const std::string& sysfs_root);

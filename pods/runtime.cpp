@@ -12,6 +12,15 @@ using nlohmann::json;
 
 Result<std::unique_ptr<PodsRuntime>> PodsRuntime::start(PodsRuntimeOptions o) {
   if (o.state_dir.empty()) return Error{"pods: state_dir is empty", EINVAL};
+  if (!o.hook_dir.empty()) {
+    auto copy = copy_for_host(o.hook_dir);
+    if (!copy) return Error{"pods.hook_dir: " + copy.error().message, copy.error().sys_errno};
+    fa::logger("pods")->info("the hooks run the copy of this agent in {} ({} shared objects)", o.hook_dir,
+                             copy->objects);
+    o.hook_path = copy->binary;
+    o.hook_loader = copy->loader;
+    o.hook_library_path = copy->library_path;
+  }
   if (o.hook_path.empty()) {
     auto self = read_link("/proc/self/exe");
     if (!self) return self.take_error();
@@ -93,6 +102,8 @@ Result<std::vector<std::string>> PodsRuntime::write_spec(const json& inspect) {
   CdiOptions co;
   co.dev_root = opt_.dev_root;
   co.hook_path = opt_.hook_path;
+  co.hook_loader = opt_.hook_loader;
+  co.hook_library_path = opt_.hook_library_path;
   co.socket = opt_.socket;
   co.runtime_path = runtime_beside(opt_.hook_path);
   co.nested_spec = nested_spec_path(opt_.socket);

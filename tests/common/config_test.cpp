@@ -91,6 +91,16 @@ TEST_CASE("nfd.feature_file: on by default at NFD's directory, empty turns it of
   CHECK(r->nfd.feature_file.empty());
 }
 
+TEST_CASE("pods.hook_dir: none by default, an absolute directory when set", "[config]") {
+  CHECK(Config{}.pods.hook_dir.empty());
+  auto r = parse_config("pods: {hook_dir: /var/lib/fabric-agent/hook}\n", "a.yaml");
+  REQUIRE(r.ok());
+  CHECK(r->pods.hook_dir == "/var/lib/fabric-agent/hook");
+  const std::string accepted = " is not accepted; accepted: \"\" or an absolute directory path other than /";
+  CHECK(err("pods:\n  hook_dir: hook\n") == "agent.yaml:2:13: pods.hook_dir: 'hook'" + accepted);
+  CHECK(err("pods:\n  hook_dir: /\n") == "agent.yaml:2:13: pods.hook_dir: '/'" + accepted);
+}
+
 TEST_CASE("config error: YAML syntax", "[config]") {
   CHECK(err("listen: [unclosed\n") == "agent.yaml:2:1: not valid YAML: end of sequence flow not found");
   CHECK_THAT(err("a: b\n c: d\n"), StartsWith("agent.yaml:2:3: not valid YAML"));

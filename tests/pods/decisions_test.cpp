@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "common/fs.hpp"
 #include "pods/pods.hpp"
@@ -234,17 +235,32 @@ TEST_CASE("CDI spec: fabric uverbs only, NCCL env, absolute hooks, lowest cdiVer
   CHECK_FALSE(t->warnings.empty());  // the nodes do not exist under /tmp/devroot
 
   // No ACTIVE fabric port: rdma_cm only, and a warning says why.
-  auto none = build_cdi_spec(ib_inspect("DOWN", "DOWN"), uverbs, CdiOptions{"/dev", "/usr/bin/fabric-agent", kDefaultSocket, 30, {}, {}});
+  auto none = build_cdi_spec(ib_inspect("DOWN", "DOWN"), uverbs, CdiOptions{"/dev", "/usr/bin/fabric-agent", kDefaultSocket, 30, {}, {}, {}, {}});
   REQUIRE(none.ok());
   CHECK(none->doc["devices"][0]["containerEdits"]["deviceNodes"].size() == 1);
   CHECK(none->warnings[0].find("no fabric port is ACTIVE") == 0);
 
   // A fabric HCA without uverbs is left out, loudly.
-  auto miss = build_cdi_spec(ib_inspect(), {{"mlx5_0", "uverbs0"}}, CdiOptions{"/dev", "/usr/bin/fabric-agent", kDefaultSocket, 30, {}, {}});
+  auto miss = build_cdi_spec(ib_inspect(), {{"mlx5_0", "uverbs0"}}, CdiOptions{"/dev", "/usr/bin/fabric-agent", kDefaultSocket, 30, {}, {}, {}, {}});
   CHECK(miss->doc["devices"][0]["containerEdits"]["deviceNodes"].size() == 2);
   bool warned = false;
   for (const auto& w : miss->warnings) warned |= w.find("mlx5_1 has no uverbs device") == 0;
   CHECK(warned);
+
+  // An agent in a container: the hooks run its copy for the host through
+  // the copied loader, the copy's libraries first.
+  CdiOptions h;
+  h.hook_path = "/var/lib/fabric-agent/hook/fabric-agent";
+  h.hook_loader = "/var/lib/fabric-agent/hook/lib/ld-linux-x86-64.so.2";
+  h.hook_library_path = "/var/lib/fabric-agent/hook/lib";
+  auto c = build_cdi_spec(ib_inspect(), uverbs, h);
+  REQUIRE(c.ok());
+  CHECK(c->doc["containerEdits"]["hooks"][0]["path"] == h.hook_loader);
+  CHECK(c->doc["containerEdits"]["hooks"][0]["args"] == json::parse(R"(["fabric-agent","--library-path",
+    "/var/lib/fabric-agent/hook/lib","/var/lib/fabric-agent/hook/fabric-agent","oci-hook","create-runtime",
+    "--socket","/run/fabric-agent/pods.sock"])"));
+  CHECK(c->doc["containerEdits"]["hooks"][1]["args"][4] == "oci-hook");
+  CHECK(c->doc["containerEdits"]["hooks"][1]["args"][5] == "poststop");
 
   CdiOptions rel;
   rel.hook_path = "fabric-agent";
@@ -271,6 +287,79 @@ TEST_CASE("uverbs map from a sysfs tree, CDI file written atomically") {
   CHECK(*p == root + "/cdi/fabric-agent.io-rdma.json");
   CHECK(json::parse(*fa::read_text_file(*p))["cdiVersion"] == "0.3.0");
   fs::remove_all(root);
+}
+
+TEST_CASE("copy for the host: each loaded object once, by path, the executable and the vDSO left out") {
+  auto m = objects_to_copy({"", "linux-vdso.so.1", "/lib/x86_64-linux-gnu/libstdc++.so.6", "/lib/x86_64-linux-gnu/libc.so.6",
+                            "/lib/x86_64-linux-gnu/libstdc++.so.6", "/opt/a dir/libsp ace.so", "/lib64/ld-linux-x86-64.so.2"});
+  REQUIRE(m.ok());
+  CHECK(*m == std::vector<std::string>{"/lib/x86_64-linux-gnu/libstdc++.so.6", "/lib/x86_64-linux-gnu/libc.so.6",
+                                       "/opt/a dir/libsp ace.so", "/lib64/ld-linux-x86-64.so.2"});
+  // One directory holds the copy: two objects of one name cannot both be in it.
+  auto twice = objects_to_copy({"/lib/x86_64-linux-gnu/libnl-3.so.200", "/opt/other/libnl-3.so.200"});
+  REQUIRE_FALSE(twice.ok());
+  CHECK(twice.error().message ==
+        "shared objects /lib/x86_64-linux-gnu/libnl-3.so.200 and /opt/other/libnl-3.so.200 have one name: one directory "
+        "cannot hold both");
+}
+
+TEST_CASE("copy for the host: this process copied runs through the copied loader, every library from the copy") {
+  const std::string dir = tmpdir() + "/hook";
+  auto c = copy_for_host(dir);
+  REQUIRE(c.ok());
+  CHECK(c->binary == dir + "/fabric-agent");
+  CHECK(c->library_path == dir + "/lib");
+  CHECK(c->loader.rfind(dir + "/lib/ld-linux", 0) == 0);
+  CHECK(c->objects >= 3);  // the loader, libc, libstdc++ at least
+  struct stat st{};
+  REQUIRE(::stat(dir.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0755);
+  REQUIRE(::stat(c->binary.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0755);
+
+  // The loader's own listing: each library the binary needs is found in the copy.
+  auto run = [](const std::string& cmd) {
+    std::string out;
+    FILE* p = ::popen(cmd.c_str(), "r");
+    REQUIRE(p);
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    int rc = ::pclose(p);
+    return std::make_pair(rc, out);
+  };
+  auto [rc, listing] = run(c->loader + " --library-path " + c->library_path + " --list " + c->binary + " 2>&1");
+  CHECK(rc == 0);
+  INFO(listing);
+  size_t needed = 0;
+  std::istringstream in(listing);
+  for (std::string line; std::getline(in, line);) {
+    auto arrow = line.find(" => ");
+    if (arrow == std::string::npos) continue;
+    ++needed;
+    CHECK(line.find(" => " + c->library_path + "/") != std::string::npos);
+  }
+  CHECK(needed >= 2);
+  // And it runs: this test binary's copy runs one of its tests.
+  auto [rc2, tests] = run("env -i " + c->loader + " --library-path " + c->library_path + " " + c->binary +
+                          " 'copy for the host: each loaded object once*' 2>&1");
+  INFO(tests);
+  CHECK(rc2 == 0);
+  CHECK(tests.find("All tests passed") != std::string::npos);
+
+  // A second copy rewrites nothing (same inode: a hook running it keeps it).
+  REQUIRE(::stat(c->binary.c_str(), &st) == 0);
+  const ino_t before = st.st_ino;
+  REQUIRE(copy_for_host(dir).ok());
+  REQUIRE(::stat(c->binary.c_str(), &st) == 0);
+  CHECK(st.st_ino == before);
+
+  // A directory others may write is refused: root runs what is in it.
+  REQUIRE(::chmod(dir.c_str(), 0775) == 0);
+  auto refused = copy_for_host(dir);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message.find(dir + ": owned by uid ") == 0);
+  CHECK(refused.error().message.find("with mode 0775; accepted: ") != std::string::npos);
+  std::filesystem::remove_all(dir.substr(0, dir.rfind('/')));
 }
 
 TEST_CASE("process start time: own pid, comm with spaces and parentheses") {

@@ -127,8 +127,10 @@ k_render() {
 #   init container  Podman removes a `once` init container as it exits and can
 #                   find it still running (play fails): the annotation that
 #                   keeps it (`always`, run at each start of the pod).
-# hostPID has no Podman equivalent (the pod gets a PID namespace of its own);
-# nothing here needs it (no OCI hook: the package is not on the node).
+#   hostPID         not read by Podman 4.3.1's kube play (4.4 reads it): the play
+#                   runs with a containers.conf whose default PID namespace is
+#                   the host's (k_play), which the pod's containers take as
+#                   they name none.
 k_pod() {
   jq --arg ip "$1" --arg node "$2" --arg kubelet "$KUBELET" '
     select(.kind == "DaemonSet")
@@ -226,13 +228,15 @@ exec 3<>"/dev/tcp/$h/$port"
 cat <&3
 EOF
 
+printf '%s\n' '[containers]' 'pidns = "host"' > "$KF/hostpid.conf"
+
 k_healthy() { k_api GET /healthz - && [ "$API_CODE" = 200 ]; }
 # k_play N: the kubelet's part, then `podman kube play`; until /healthz answers.
 k_play() {
   local t out rc=0
   t=$(now)
   k_layout
-  out=$(vm 0 'podman kube play /lab/files/pod.json 2>&1') || rc=$?
+  out=$(vm 0 'CONTAINERS_CONF=/lab/files/hostpid.conf podman kube play /lab/files/pod.json 2>&1') || rc=$?
   [ "$rc" -eq 0 ] || { echo "$out"; vm 0 'podman ps -a; podman logs fabric-agent-fabric-agent' || true; fail "podman kube play (pod $1) exited $rc"; }
   retry 120 0.5 k_healthy || true
   [ "$API_CODE" = 200 ] || { vm 0 'podman ps -a; podman logs fabric-agent-node-address; podman logs fabric-agent-fabric-agent' || true; fail "pod $1: /healthz does not answer (${API_CODE:-000})"; }
@@ -301,8 +305,9 @@ note "stand-ins: $(jq -c '{annotations: .metadata.annotations, hostname: .spec.h
 
 step "podman kube play: pod 1"
 k_play 1
-mapfile -t L < <(vm 0 'podman inspect --format "{{.Id}} {{.State.Pid}}" fabric-agent-fabric-agent; readlink /proc/1/ns/net')
+mapfile -t L < <(vm 0 'podman inspect --format "{{.Id}} {{.State.Pid}}" fabric-agent-fabric-agent; readlink /proc/1/ns/net /proc/1/ns/pid')
 ctr1=${L[0]% *} pid=${L[0]#* } host_net=${L[1]}
+assert_eq "$(vm 0 "readlink /proc/$pid/ns/pid")" "${L[2]}" "the agent's PID namespace (the node's: hostPID, by the stand-in)"
 log=$(vm 0 'podman logs fabric-agent-fabric-agent 2>&1')
 
 step "the init container node-address: its drop-in is read"
@@ -379,6 +384,41 @@ ifindex=${L[0]}
 assert_eq "${L[1]}" wireguard "the node's wg0: link kind"
 assert_eq "${L[2]} ${L[3]} ${L[4]}" "$pub $peer 10.42.0.1/24" "the node's wg0: public key, peers, address"
 assert_contains "$(vm 0 'cat /var/lib/fabric-agent/state.json')" '"lab-k8s"' "the node's /var/lib/fabric-agent/state.json (the desired mesh)"
+
+step "a renter's container on the node (CDI): the spec's hooks run the agent's copy, the node has no fabric-agent"
+vm 0 'cat /run/cdi/fabric-agent.io-rdma.json' > "$RUN_DIR/out/cdi.json"
+H=/var/lib/fabric-agent/hook
+assert_eq "$(jq -r '.containerEdits.hooks | map(.path) | unique | join(" ")' "$RUN_DIR/out/cdi.json")" "$H/lib/ld-linux-x86-64.so.2" \
+  "the CDI spec's hooks: the copied loader"
+assert_eq "$(jq -r '.containerEdits.hooks[0].args[1:5] | join(" ")' "$RUN_DIR/out/cdi.json")" "--library-path $H/lib $H/fabric-agent oci-hook" \
+  "the CDI spec's createRuntime hook: the copy, its libraries"
+mapfile -t L < <(vm 0 "test -e /usr/bin/fabric-agent && echo present || echo absent
+  stat -c '%U %a' $H $H/lib $H/fabric-agent $H/fabric-agent-runtime
+  $H/lib/ld-linux-x86-64.so.2 --library-path $H/lib --list $H/fabric-agent | grep -c ' => '
+  $H/lib/ld-linux-x86-64.so.2 --library-path $H/lib --list $H/fabric-agent | grep -c ' => $H/lib/'")
+assert_eq "${L[0]}" absent "the node's /usr/bin/fabric-agent (no package)"
+assert_eq "${L[1]} ${L[2]} ${L[3]} ${L[4]}" "root 755 root 755 root 755 root 755" "the node's $H, lib/, fabric-agent, fabric-agent-runtime (owner, mode)"
+assert_gt "${L[5]}" 3 "libraries the copy needs"
+assert_eq "${L[6]}" "${L[5]}" "libraries the copy needs, found in $H/lib"
+assert_contains "$(vm 0 'podman logs fabric-agent-fabric-agent 2>&1')" "the hooks run the copy of this agent in $H" "the agent's log"
+t=$(now)
+rc=0; out=$(vm 0 'podman run -d --name renter --network none --device fabric-agent.io/rdma=all --rootfs /var/lib/lab-renter:O sleep infinity 2>&1') || rc=$?
+[ "$rc" -eq 0 ] || { echo "$out"; vm 0 'journalctl -t fabric-agent-oci-hook -o cat' || true; fail "podman run of the renter's container (its createRuntime hook) exited $rc"; }
+note "renter's container started in $(since "$t")s"
+mapfile -t L < <(vm 0 'podman exec renter ip -4 -o addr show dev wg0 | awk "{ print \$4 }"; podman exec renter sh -c "tr \"\\0\" \"\\n\" < /proc/1/environ | sed -n s/^NCCL_SOCKET_IFNAME=//p"
+  test -e /sys/class/net/wg0 && echo "on the node" || echo "not on the node"
+  podman exec renter ls /dev/infiniband | paste -sd" "')
+assert_eq "${L[0]}" 10.42.0.1/24 "the renter's container: wg0 moved in, its address"
+assert_eq "${L[1]}" wg0 "the renter's container: NCCL_SOCKET_IFNAME of its process (the spec's env)"
+assert_eq "${L[2]}" "not on the node" "the node's wg0 while the container holds it"
+assert_contains "${L[3]}" uverbs "the renter's container: /dev/infiniband"
+k_api GET /v1/pods auth
+assert_eq "$(jq -r '.pods | length' <<<"$API_OUT")" 1 "GET /v1/pods: the renter's container registered"
+assert_eq "$(vm 0 'podman stop -t 5 renter >/dev/null 2>&1; podman rm renter >/dev/null 2>&1; podman ps -a -q --filter name=renter | wc -l')" 0 "the renter's container stopped and removed"
+retry 30 0.5 vm 0 'test -e /sys/class/net/wg0' || fail "wg0 did not come back to the node after the renter's container stopped (its poststop hook)"
+mapfile -t L < <(wg0)
+assert_eq "${L[1]} ${L[2]} ${L[3]} ${L[4]}" "wireguard $pub $peer 10.42.0.1/24" "the node's wg0 after the renter's container (kind, key, peers, address)"
+ifindex=${L[0]}
 
 step "the pod removed (SIGTERM): wg0 stays in the node's namespace"
 t=$(now)
