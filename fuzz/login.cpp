@@ -60,8 +60,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // what an error echoes of the input is its value.
     for (const char* secret : {"host_key", "user_key"}) {
       if (e.field == secret) FUZZ_CHECK(e.value == "(not shown)" || e.value.empty());  // empty: missing
-      if (doc.is_object() && doc.contains(secret) && doc[secret].is_string() && doc[secret].get<std::string>().size() > 12)
-        FUZZ_CHECK(e.value.find(doc[secret].get<std::string>()) == std::string::npos);
+      if (doc.is_object() && doc.contains(secret) && doc[secret].is_string() && doc[secret].get<std::string>().size() > 12) {
+        // The error may echo its own field's value, and that public text
+        // may hold the key's text too (a key made of a public key's bytes).
+        const std::string& key = doc[secret].get_ref<const std::string&>();
+        const bool own = doc.contains(e.field) && doc[e.field].is_string() &&
+                         doc[e.field].get_ref<const std::string&>().find(key) != std::string::npos;
+        if (!own) FUZZ_CHECK(e.value.find(key) == std::string::npos);
+      }
     }
     (void)nlohmann::json(e.str()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
