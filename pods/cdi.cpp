@@ -105,7 +105,8 @@ Result<CdiSpec> build_cdi_spec(const json& inspect, const std::map<std::string, 
 
   auto hook = [&](const char* name, const char* stage) {
     json args = json::array({"fabric-agent"});
-    if (!opt.hook_loader.empty()) args.insert(args.end(), {"--library-path", opt.hook_library_path, opt.hook_path});
+    if (!opt.hook_loader.empty())
+      args.insert(args.end(), {"--library-path", opt.hook_loader.substr(0, opt.hook_loader.rfind('/')), opt.hook_path});
     args.insert(args.end(), {"oci-hook", stage, "--socket", opt.socket});
     if (opt.dev_root != "/dev") {
       args.push_back("--dev-root");

@@ -59,10 +59,10 @@ struct CdiOptions {
   // inside it can use the runtime as its default. Either empty: no mounts.
   std::string runtime_path;
   std::string nested_spec;
-  // When set, the hooks run hook_path through this dynamic loader with this
-  // library path (a copy of the agent for the host: copy_for_host).
+  // When set, the hooks run hook_path through this dynamic loader, with the
+  // loader's directory as the library path (a copy of the agent for the
+  // host: copy_for_host).
   std::string hook_loader;
-  std::string hook_library_path;
 };
 
 // Where the pod's spec is kept on the host: beside the daemon's socket (a

@@ -19,7 +19,6 @@ Result<std::unique_ptr<PodsRuntime>> PodsRuntime::start(PodsRuntimeOptions o) {
                              copy->objects);
     o.hook_path = copy->binary;
     o.hook_loader = copy->loader;
-    o.hook_library_path = copy->library_path;
   }
   if (o.hook_path.empty()) {
     auto self = read_link("/proc/self/exe");
@@ -103,7 +102,6 @@ Result<std::vector<std::string>> PodsRuntime::write_spec(const json& inspect) {
   co.dev_root = opt_.dev_root;
   co.hook_path = opt_.hook_path;
   co.hook_loader = opt_.hook_loader;
-  co.hook_library_path = opt_.hook_library_path;
   co.socket = opt_.socket;
   co.runtime_path = runtime_beside(opt_.hook_path);
   co.nested_spec = nested_spec_path(opt_.socket);

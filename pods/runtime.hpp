@@ -29,7 +29,6 @@ struct PodsRuntimeOptions {
   std::string hook_path;                 // "" = this binary (/proc/self/exe)
   std::string hook_dir;                  // "" = none; else the hooks run a copy of the agent kept there (copy_for_host)
   std::string hook_loader;               // set by start() from hook_dir: CdiOptions::hook_loader
-  std::string hook_library_path;
   std::function<nlohmann::json()> inspect;       // last `inspect --json` document
   std::function<std::optional<overlay::DesiredMesh>()> desired_mesh;  // the desired mesh, if any
   std::function<void()> changed;                 // registrations changed

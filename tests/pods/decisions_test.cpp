@@ -235,13 +235,13 @@ TEST_CASE("CDI spec: fabric uverbs only, NCCL env, absolute hooks, lowest cdiVer
   CHECK_FALSE(t->warnings.empty());  // the nodes do not exist under /tmp/devroot
 
   // No ACTIVE fabric port: rdma_cm only, and a warning says why.
-  auto none = build_cdi_spec(ib_inspect("DOWN", "DOWN"), uverbs, CdiOptions{"/dev", "/usr/bin/fabric-agent", kDefaultSocket, 30, {}, {}, {}, {}});
+  auto none = build_cdi_spec(ib_inspect("DOWN", "DOWN"), uverbs, CdiOptions{"/dev", "/usr/bin/fabric-agent", kDefaultSocket, 30, {}, {}, {}});
   REQUIRE(none.ok());
   CHECK(none->doc["devices"][0]["containerEdits"]["deviceNodes"].size() == 1);
   CHECK(none->warnings[0].find("no fabric port is ACTIVE") == 0);
 
   // A fabric HCA without uverbs is left out, loudly.
-  auto miss = build_cdi_spec(ib_inspect(), {{"mlx5_0", "uverbs0"}}, CdiOptions{"/dev", "/usr/bin/fabric-agent", kDefaultSocket, 30, {}, {}, {}, {}});
+  auto miss = build_cdi_spec(ib_inspect(), {{"mlx5_0", "uverbs0"}}, CdiOptions{"/dev", "/usr/bin/fabric-agent", kDefaultSocket, 30, {}, {}, {}});
   CHECK(miss->doc["devices"][0]["containerEdits"]["deviceNodes"].size() == 2);
   bool warned = false;
   for (const auto& w : miss->warnings) warned |= w.find("mlx5_1 has no uverbs device") == 0;
@@ -252,7 +252,6 @@ TEST_CASE("CDI spec: fabric uverbs only, NCCL env, absolute hooks, lowest cdiVer
   CdiOptions h;
   h.hook_path = "/var/lib/fabric-agent/hook/fabric-agent";
   h.hook_loader = "/var/lib/fabric-agent/hook/lib/ld-linux-x86-64.so.2";
-  h.hook_library_path = "/var/lib/fabric-agent/hook/lib";
   auto c = build_cdi_spec(ib_inspect(), uverbs, h);
   REQUIRE(c.ok());
   CHECK(c->doc["containerEdits"]["hooks"][0]["path"] == h.hook_loader);
