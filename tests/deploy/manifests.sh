@@ -6,8 +6,8 @@
 # kustomize` renders them; the ConfigMap's agent.yaml through the agent's own
 # config loader; the init container node-address's command, run on a
 # stand-in for its emptyDir with an IPv4 and an IPv6 HOST_IP, and the daemon
-# advertising that address. A misspelt field must be refused, or the check
-# proves nothing.
+# advertising that address; the two components rendered and checked. A
+# misspelt field must be refused, or the check proves nothing.
 # Usage: manifests.sh SOURCE_DIR WORK_DIR FABRIC_AGENT
 set -euo pipefail
 src=$1 work=$2 bin=$3
@@ -138,6 +138,35 @@ node -e '
   ];
   if (left.length) { console.log("FAIL: the component left " + left.join(", ")); process.exit(1); }
   console.log("no init container, drop-in mount or emptyDir");' "$work" "$work/no-node-address.yaml"
+
+echo "== without privileged (the component rdma-device-plugin)"
+rm -rf "$work/rdma-device-plugin" && cp -r "$deploy" "$work/rdma-device-plugin" && rm -rf "$work/rdma-device-plugin/validate"
+printf 'components:\n  - rdma-device-plugin\n' >> "$work/rdma-device-plugin/kustomization.yaml"
+kubectl kustomize "$work/rdma-device-plugin" > "$work/rdma-device-plugin.yaml"
+check "$work/rdma-device-plugin.yaml"
+# The capabilities are the unit's CapabilityBoundingSet and IPC_LOCK (the
+# unit's LimitMEMLOCK=infinity, which a pod cannot set); nothing else.
+unit_caps=$(sed -n 's/^CapabilityBoundingSet=//p' "$src/systemd/fabric-agent.service" | tr ' ' '\n' | sed 's/^CAP_//' | sort | paste -sd,)
+node -e '
+  const YAML = require(process.argv[1] + "/node_modules/yaml");
+  const docs = YAML.parseAllDocuments(require("fs").readFileSync(process.argv[2], "utf8")).map((d) => d.toJS());
+  const ds = docs.find((d) => d && d.kind === "DaemonSet").spec.template.spec;
+  const c = ds.containers.find((c) => c.name === "fabric-agent");
+  const sc = c.securityContext || {};
+  const caps = (sc.capabilities || {});
+  const want = (process.argv[3] + ",IPC_LOCK").split(",").sort().join(",");
+  const bad = [];
+  if (sc.privileged !== false) bad.push("privileged is " + sc.privileged);
+  if (sc.allowPrivilegeEscalation !== false) bad.push("allowPrivilegeEscalation is " + sc.allowPrivilegeEscalation);
+  if ((caps.drop || []).join(",") !== "ALL") bad.push("capabilities.drop is " + JSON.stringify(caps.drop));
+  if ((caps.add || []).slice().sort().join(",") !== want) bad.push("capabilities.add is " + JSON.stringify(caps.add) + ", the unit has " + want);
+  if (!sc.seccompProfile || sc.seccompProfile.type !== "RuntimeDefault") bad.push("seccompProfile is " + JSON.stringify(sc.seccompProfile));
+  if (!c.resources || !c.resources.limits || c.resources.limits["rdma/rdma_shared_device_a"] !== "1") bad.push("no limit rdma/rdma_shared_device_a: 1");
+  if (ds.volumes.some((v) => v.hostPath && v.hostPath.path === "/dev/infiniband")) bad.push("the hostPath /dev/infiniband is left");
+  if ((c.volumeMounts || []).some((m) => m.mountPath === "/dev/infiniband")) bad.push("a mount at /dev/infiniband is left");
+  if (bad.length) { console.log("FAIL: the component: " + bad.join("; ")); process.exit(1); }
+  console.log("not privileged; capabilities " + want + "; RuntimeDefault seccomp; the devices from rdma/rdma_shared_device_a");' \
+  "$work" "$work/rdma-device-plugin.yaml" "$unit_caps"
 
 echo "== the control: a misspelt field and a string port are refused"
 sed 's/livenessProbe:/livenesProbe:/' "$deploy/daemonset.yaml" > "$work/bad-field.yaml"

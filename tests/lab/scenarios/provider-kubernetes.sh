@@ -7,9 +7,10 @@
 # docs/kubernetes.md's Dockerfile, without a registry; the DaemonSet's pod
 # template, as `kubectl kustomize deploy/kubernetes` renders it, runs as a
 # Pod under `podman kube play` with the ConfigMap and the token Secret the
-# docs have the operator create. Podman 4.3.1 (Debian 12) cannot express
-# every field the manifest uses: each stand-in is listed at k_pod below and
-# in docs/kubernetes.md ("Tests").
+# docs have the operator create; a second pod, rendered with the component
+# rdma-device-plugin, runs the agent without privileged. Podman 4.3.1
+# (Debian 12) cannot express every field the manifest uses: each stand-in
+# is listed at k_pod below and in docs/kubernetes.md ("Tests").
 # Runs on the host (tests/lab/machines.sh); `vm 0 CMD` runs CMD in the machine.
 
 K8S=$SRC_DIR/deploy/kubernetes
@@ -93,11 +94,18 @@ k_image_build() {
 }
 
 # ---------------------------------------------------------------- the manifests
-# k_render: deploy/kubernetes as `kubectl apply -k` applies it, one JSON
-# object per document: kubectl's offline conversion (removing an annotation
-# none of them has, --local: no cluster), which adds an empty annotations map.
+# k_render [COMPONENT]: deploy/kubernetes as `kubectl apply -k` applies it
+# (with COMPONENT added to its components), one JSON object per document:
+# kubectl's offline conversion (removing an annotation none of them has,
+# --local: no cluster), which adds an empty annotations map.
 k_render() {
-  kubectl kustomize "$K8S" | kubectl annotate --local -f - -o json fabric-agent.io/none-
+  local dir=$K8S
+  if [ -n "${1:-}" ]; then
+    dir=$RUN_DIR/kustomize-$1
+    rm -rf "$dir" && cp -r "$K8S" "$dir" && rm -rf "$dir/validate"
+    printf 'components:\n  - %s\n' "$1" >> "$dir/kustomization.yaml"
+  fi
+  kubectl kustomize "$dir" | kubectl annotate --local -f - -o json fabric-agent.io/none-
 }
 
 # k_pod NODE_IP NODE_NAME: the DaemonSet's pod template as the Pod the
@@ -131,6 +139,12 @@ k_render() {
 #                   runs with a containers.conf whose default PID namespace is
 #                   the host's (k_play), which the pod's containers take as
 #                   they name none.
+#   device plugin   (pod 2, the component rdma-device-plugin) no kubelet to ask
+#                   the RDMA shared device plugin for rdma/rdma_shared_device_a:
+#                   the containers.conf adds what its Allocate answers, every
+#                   character device of the node's /dev/infiniband (rdmamap's
+#                   uverbs, umad, issm and rdma_cm), as the kubelet adds the
+#                   answer's DeviceSpecs. Podman ignores the limit itself.
 k_pod() {
   jq --arg ip "$1" --arg node "$2" --arg kubelet "$KUBELET" '
     select(.kind == "DaemonSet")
@@ -231,16 +245,59 @@ EOF
 printf '%s\n' '[containers]' 'pidns = "host"' > "$KF/hostpid.conf"
 
 k_healthy() { k_api GET /healthz - && [ "$API_CODE" = 200 ]; }
-# k_play N: the kubelet's part, then `podman kube play`; until /healthz answers.
+# k_play N [POD CONF]: the kubelet's part, then `podman kube play` of
+# /lab/files/POD (pod.json) with the containers.conf /lab/files/CONF
+# (hostpid.conf); until /healthz answers.
 k_play() {
-  local t out rc=0
+  local t out rc=0 pod=${2:-pod.json} conf=${3:-hostpid.conf}
   t=$(now)
   k_layout
-  out=$(vm 0 'CONTAINERS_CONF=/lab/files/hostpid.conf podman kube play /lab/files/pod.json 2>&1') || rc=$?
+  out=$(vm 0 "CONTAINERS_CONF=/lab/files/$conf podman kube play /lab/files/$pod 2>&1") || rc=$?
   [ "$rc" -eq 0 ] || { echo "$out"; vm 0 'podman ps -a; podman logs fabric-agent-fabric-agent' || true; fail "podman kube play (pod $1) exited $rc"; }
   retry 120 0.5 k_healthy || true
   [ "$API_CODE" = 200 ] || { vm 0 'podman ps -a; podman logs fabric-agent-node-address; podman logs fabric-agent-fabric-agent' || true; fail "pod $1: /healthz does not answer (${API_CODE:-000})"; }
   note "pod $1: played and serving in $(since "$t")s"
+}
+
+# k_probe: the agent's RDMA probe, rxe0 to itself over the fabric address:
+# the verbs device, its registered memory, a run.
+k_probe() {
+  local pkey
+  pkey=$(openssl rand -hex 32)
+  k_api POST /v1/probes/rdma/serve auth "{\"key\":\"$pkey\",\"bind\":\"$FABRIC_IP\"}"
+  [ "$API_CODE" = 200 ] || echo "$API_OUT"
+  assert_eq "$API_CODE" 200 "POST /v1/probes/rdma/serve"
+  assert_eq "$(jq -r '"\(.serving) \(.hca)"' <<<"$API_OUT")" "true rxe0:1" "probe listener (serving, HCA)"
+  k_api POST /v1/probes/rdma/run auth "{\"peer\":\"$FABRIC_IP\",\"key\":\"$pkey\",\"duration_s\":1}"
+  note "probe: $(jq -c '{status, reason, gbps, hca, gid_index}' <<<"$API_OUT")"
+  # Emulated RDMA runs far below the port's rate: ok or degraded (below_rate).
+  assert_match "$(jq -r .status <<<"$API_OUT")" '^(ok|degraded)$' "probe status"
+  assert_gt "$(jq -r .gbps <<<"$API_OUT")" 0 "probe Gb/s"
+  k_api DELETE /v1/probes/rdma/serve auth
+}
+
+# k_renter: a renter's container asking for the fabric (CDI), on the node
+# without the package: wg0 and the NCCL variables move in, GET /v1/pods
+# lists it, and wg0 comes back at its stop. Leaves the node's wg0 in L (wg0).
+k_renter() {
+  local t rc out
+  t=$(now)
+  rc=0; out=$(vm 0 'podman run -d --name renter --network none --device fabric-agent.io/rdma=all --rootfs /var/lib/lab-renter:O sleep infinity 2>&1') || rc=$?
+  [ "$rc" -eq 0 ] || { echo "$out"; vm 0 'journalctl -t fabric-agent-oci-hook -o cat' || true; fail "podman run of the renter's container (its createRuntime hook) exited $rc"; }
+  note "renter's container started in $(since "$t")s"
+  mapfile -t L < <(vm 0 'podman exec renter ip -4 -o addr show dev wg0 | awk "{ print \$4 }"; podman exec renter sh -c "tr \"\\0\" \"\\n\" < /proc/1/environ | sed -n s/^NCCL_SOCKET_IFNAME=//p"
+    test -e /sys/class/net/wg0 && echo "on the node" || echo "not on the node"
+    podman exec renter ls /dev/infiniband | paste -sd" "')
+  assert_eq "${L[0]}" 10.42.0.1/24 "the renter's container: wg0 moved in, its address"
+  assert_eq "${L[1]}" wg0 "the renter's container: NCCL_SOCKET_IFNAME of its process (the spec's env)"
+  assert_eq "${L[2]}" "not on the node" "the node's wg0 while the container holds it"
+  assert_contains "${L[3]}" uverbs "the renter's container: /dev/infiniband"
+  k_api GET /v1/pods auth
+  assert_eq "$(jq -r '.pods | length' <<<"$API_OUT")" 1 "GET /v1/pods: the renter's container registered"
+  assert_eq "$(vm 0 'podman stop -t 5 renter >/dev/null 2>&1; podman rm renter >/dev/null 2>&1; podman ps -a -q --filter name=renter | wc -l')" 0 "the renter's container stopped and removed"
+  retry 30 0.5 vm 0 'test -e /sys/class/net/wg0' || fail "wg0 did not come back to the node after the renter's container stopped (its poststop hook)"
+  mapfile -t L < <(wg0)
+  assert_eq "${L[1]} ${L[2]} ${L[3]} ${L[4]}" "wireguard $pub $peer 10.42.0.1/24" "the node's wg0 after the renter's container (kind, key, peers, address)"
 }
 
 # ---------------------------------------------------------------- the run
@@ -356,17 +413,7 @@ assert_contains "$f" "fabric-agent.io/fabric.kind=roce" "the node's $nfd/fabric-
 assert_contains "$f" "fabric-agent.io/fabric.rails=1" "the node's $nfd/fabric-agent"
 
 step "the RDMA probe in the pod: verbs on /dev/infiniband (privileged), rxe0 to itself"
-pkey=$(openssl rand -hex 32)
-k_api POST /v1/probes/rdma/serve auth "{\"key\":\"$pkey\",\"bind\":\"$FABRIC_IP\"}"
-[ "$API_CODE" = 200 ] || echo "$API_OUT"
-assert_eq "$API_CODE" 200 "POST /v1/probes/rdma/serve"
-assert_eq "$(jq -r '"\(.serving) \(.hca)"' <<<"$API_OUT")" "true rxe0:1" "probe listener (serving, HCA)"
-k_api POST /v1/probes/rdma/run auth "{\"peer\":\"$FABRIC_IP\",\"key\":\"$pkey\",\"duration_s\":1}"
-note "probe: $(jq -c '{status, reason, gbps, hca, gid_index}' <<<"$API_OUT")"
-# Emulated RDMA runs far below the port's rate: ok or degraded (below_rate).
-assert_match "$(jq -r .status <<<"$API_OUT")" '^(ok|degraded)$' "probe status"
-assert_gt "$(jq -r .gbps <<<"$API_OUT")" 0 "probe Gb/s"
-k_api DELETE /v1/probes/rdma/serve auth
+k_probe
 
 step "PUT /v1/mesh: kernel WireGuard wg0 in the node's namespace"
 peer=$(wg genkey | wg pubkey)
@@ -401,23 +448,7 @@ assert_eq "${L[1]} ${L[2]} ${L[3]} ${L[4]}" "root 755 root 755 root 755 root 755
 assert_gt "${L[5]}" 3 "libraries the copy needs"
 assert_eq "${L[6]}" "${L[5]}" "libraries the copy needs, found in $H/lib"
 assert_contains "$(vm 0 'podman logs fabric-agent-fabric-agent 2>&1')" "the hooks run the copy of this agent in $H" "the agent's log"
-t=$(now)
-rc=0; out=$(vm 0 'podman run -d --name renter --network none --device fabric-agent.io/rdma=all --rootfs /var/lib/lab-renter:O sleep infinity 2>&1') || rc=$?
-[ "$rc" -eq 0 ] || { echo "$out"; vm 0 'journalctl -t fabric-agent-oci-hook -o cat' || true; fail "podman run of the renter's container (its createRuntime hook) exited $rc"; }
-note "renter's container started in $(since "$t")s"
-mapfile -t L < <(vm 0 'podman exec renter ip -4 -o addr show dev wg0 | awk "{ print \$4 }"; podman exec renter sh -c "tr \"\\0\" \"\\n\" < /proc/1/environ | sed -n s/^NCCL_SOCKET_IFNAME=//p"
-  test -e /sys/class/net/wg0 && echo "on the node" || echo "not on the node"
-  podman exec renter ls /dev/infiniband | paste -sd" "')
-assert_eq "${L[0]}" 10.42.0.1/24 "the renter's container: wg0 moved in, its address"
-assert_eq "${L[1]}" wg0 "the renter's container: NCCL_SOCKET_IFNAME of its process (the spec's env)"
-assert_eq "${L[2]}" "not on the node" "the node's wg0 while the container holds it"
-assert_contains "${L[3]}" uverbs "the renter's container: /dev/infiniband"
-k_api GET /v1/pods auth
-assert_eq "$(jq -r '.pods | length' <<<"$API_OUT")" 1 "GET /v1/pods: the renter's container registered"
-assert_eq "$(vm 0 'podman stop -t 5 renter >/dev/null 2>&1; podman rm renter >/dev/null 2>&1; podman ps -a -q --filter name=renter | wc -l')" 0 "the renter's container stopped and removed"
-retry 30 0.5 vm 0 'test -e /sys/class/net/wg0' || fail "wg0 did not come back to the node after the renter's container stopped (its poststop hook)"
-mapfile -t L < <(wg0)
-assert_eq "${L[1]} ${L[2]} ${L[3]} ${L[4]}" "wireguard $pub $peer 10.42.0.1/24" "the node's wg0 after the renter's container (kind, key, peers, address)"
+k_renter
 ifindex=${L[0]}
 
 step "the pod removed (SIGTERM): wg0 stays in the node's namespace"
@@ -429,9 +460,22 @@ note "stopped and removed in $(since "$t")s"
 mapfile -t L < <(wg0)
 assert_eq "${L[*]}" "$ifindex wireguard $pub $peer 10.42.0.1/24" "the node's wg0 without the pod (ifindex, kind, key, peers, address)"
 
+step "pod 2, without privileged (the component rdma-device-plugin): the Pod and its stand-ins"
+k_render rdma-device-plugin > "$RUN_DIR/render-rdma-device-plugin.json"
+k_pod "$NODE_IP" node0 < "$RUN_DIR/render-rdma-device-plugin.json" > "$KF/pod2.json"
+assert_eq "$(jq -c '.spec.containers[] | select(.name == "fabric-agent") | [.securityContext.privileged, .securityContext.capabilities.add, .resources.limits]' "$KF/pod2.json")" \
+  '[false,["NET_ADMIN","SYS_ADMIN","SYS_PTRACE","IPC_LOCK"],{"rdma/rdma_shared_device_a":"1"}]' "pod 2: the agent's securityContext and limits"
+assert_eq "$(jq -r '[.spec.volumes[] | select(.hostPath.path == "/dev/infiniband")] | length' "$KF/pod2.json")" 0 "pod 2: the hostPath /dev/infiniband"
+# The device plugin's answer: every character device of the node's /dev/infiniband.
+devices=$(vm 0 'find /dev/infiniband -type c | sort | sed "s/.*/\"&\"/" | paste -sd,')
+assert_contains "$devices" '"/dev/infiniband/uverbs0"' "the node's /dev/infiniband"
+printf '%s\n' '[containers]' 'pidns = "host"' "devices = [$devices]" > "$KF/device-plugin.conf"
+note "the device plugin's stand-in: devices = [$devices]"
+
 step "podman kube play: pod 2 adopts wg0"
-k_play 2
-ctr2=$(vm 0 'podman inspect --format "{{.Id}}" fabric-agent-fabric-agent')
+k_play 2 pod2.json device-plugin.conf
+mapfile -t L < <(vm 0 'podman inspect --format "{{.Id}} {{.State.Pid}} {{.HostConfig.Privileged}}" fabric-agent-fabric-agent')
+read -r ctr2 pid2 priv2 <<<"${L[0]}"
 assert_ne "$ctr2" "$ctr1" "the agent's container (a new one)"
 log=$(vm 0 'podman logs fabric-agent-fabric-agent 2>&1')
 assert_match "$(grep 'adopted persisted mesh' <<<"$log")" 'wg0: adopted persisted mesh of cluster lab-k8s .*"created":false,"device_changed":false,.*"peers_added":0,"peers_removed":0' \
@@ -441,3 +485,21 @@ assert_eq "${L[*]}" "$ifindex wireguard $pub $peer 10.42.0.1/24" "the node's wg0
 k_api GET /v1/mesh auth
 assert_eq "$API_CODE" 200 "GET /v1/mesh"
 assert_eq "$(jq -r '"\(.desired.cluster_id) \(.live.public_key) \(.live.peers | map(.public_key) | join(","))"' <<<"$API_OUT")" "lab-k8s $pub $peer" "pod 2: GET /v1/mesh (desired cluster, live key and peers)"
+
+step "pod 2: the unit's capabilities, the default seccomp filter, the devices the plugin gave"
+# CAP_NET_ADMIN 12, CAP_IPC_LOCK 14, CAP_SYS_PTRACE 19, CAP_SYS_ADMIN 21.
+caps=$(printf '%016x' $(( (1 << 12) | (1 << 14) | (1 << 19) | (1 << 21) )))
+mapfile -t L < <(vm 0 "grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/$pid2/status | awk '{ print \$2 }'
+  podman exec fabric-agent-fabric-agent ls /dev/infiniband | paste -sd' '")
+assert_eq "$priv2" false "pod 2: the agent's container privileged"
+assert_eq "${L[0]} ${L[1]}" "$caps $caps" "pod 2: the agent's effective and bounding capabilities (NET_ADMIN SYS_ADMIN SYS_PTRACE IPC_LOCK)"
+assert_eq "${L[2]} ${L[3]}" "1 2" "pod 2: the agent's NoNewPrivs, Seccomp (2: a filter)"
+assert_contains "${L[4]}" uverbs0 "pod 2: /dev/infiniband in the agent's container"
+k_api GET /v1/status auth
+assert_eq "$(jq -r '"\(.inspect.fabric.kind) \(.inspect.fabric.ports | join(","))"' <<<"$API_OUT")" "roce rxe0:1" "pod 2: GET /v1/status: fabric.kind, fabric.ports"
+
+step "pod 2: the RDMA probe (verbs through the device cgroup, memory registered with IPC_LOCK)"
+k_probe
+
+step "pod 2: a renter's container gets wg0 (setns with SYS_ADMIN, /proc/PID/ns/net with SYS_PTRACE)"
+k_renter
