@@ -469,7 +469,7 @@ assert_eq "$(jq -r '[.spec.volumes[] | select(.hostPath.path == "/dev/infiniband
 # The device plugin's answer: every character device of the node's /dev/infiniband.
 devices=$(vm 0 'find /dev/infiniband -type c | sort | sed "s/.*/\"&\"/" | paste -sd,')
 assert_contains "$devices" '"/dev/infiniband/uverbs0"' "the node's /dev/infiniband"
-printf '%s\n' '[containers]' 'pidns = "host"' "devices = [$devices]" > "$KF/device-plugin.conf"
+{ cat "$KF/hostpid.conf"; printf 'devices = [%s]\n' "$devices"; } > "$KF/device-plugin.conf"
 note "the device plugin's stand-in: devices = [$devices]"
 
 step "podman kube play: pod 2 adopts wg0"
