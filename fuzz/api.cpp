@@ -52,7 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   req.body() = std::string(in);
 
-  fixture.reset();
+  fixture.begin();
   fixture.serve(req);
   return 0;
 }

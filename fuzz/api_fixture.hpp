@@ -4,8 +4,11 @@
 // mesh kept in memory) that starts from a persisted three-peer mesh in a
 // directory of its own, and Api::handle run as the server runs it
 // (Deferred work on the spot, a long-poll answered at once as if its wait
-// had passed). Each input gets a new Core, so an input's answers depend on
-// it alone.
+// had passed). Each input starts from that state: a new Core whenever the
+// previous input changed anything a Core keeps (its status generation, the
+// mesh it applied, a file in its directory), the same Core otherwise (only
+// its request counters in /metrics go on counting). Starting a Core is most
+// of what an input costs, and most inputs change nothing.
 //
 // Not run: the RDMA probe's POST/DELETE work (it opens a listener or runs
 // verbs); its body is still read as the handler reads it.
@@ -18,6 +21,7 @@
 #pragma once
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/beast/http/write.hpp>
@@ -59,6 +63,7 @@ struct FixedDiscovery : ag::Discovery {
 // The interface as the last apply left it.
 struct MemoryMesh : ag::MeshOps {
   std::optional<ov::DesiredMesh> live;
+  int changes = 0;  // applies and downs
 
   fa::Result<ov::ApplyResult> apply(const ov::DesiredMesh& m) override {
     ov::ApplyResult r;
@@ -66,6 +71,7 @@ struct MemoryMesh : ag::MeshOps {
     r.created = !live;
     r.device_changed = !live || live->peers != m.peers;
     live = m;
+    ++changes;
     return r;
   }
   fa::Result<ov::ApplyResult> apply_peers(const ov::DesiredMesh& m, const ov::PeerChanges& c) override {
@@ -76,6 +82,7 @@ struct MemoryMesh : ag::MeshOps {
     r.peers_updated = static_cast<int>(c.peers.size());
     r.peers_removed = static_cast<int>(c.remove.size());
     live = *after.value;
+    ++changes;
     return r;
   }
   fa::Result<ov::Shown> show(const std::string& ifname, const std::optional<std::string>&) override {
@@ -98,6 +105,7 @@ struct MemoryMesh : ag::MeshOps {
   }
   fa::Status down(const std::string&, const std::optional<std::string>&) override {
     live.reset();
+    ++changes;
     return {};
   }
   fa::Result<std::string> ensure_key(const std::string&) override {
@@ -122,6 +130,14 @@ class ApiFixture {
     state_ = ag::dump_state(ag::PersistedState{*m.value, std::nullopt}, 1);
   }
 
+  // The next input's Core: started from the persisted mesh, new unless the
+  // last one is as it started.
+  void begin() {
+    if (!core_ || fingerprint() != started_) return reset();
+    // A change the fingerprint missed would show here first.
+    FUZZ_CHECK(mesh_text() == started_mesh_);
+  }
+
   // A Core started from the persisted mesh, in a directory emptied first.
   void reset() {
     api_.reset();
@@ -135,10 +151,14 @@ class ApiFixture {
     if (!fa::write_file_atomic(dir_ + "/state.json", state_, 0600).ok()) std::abort();
     fa::Config cfg;
     cfg.state_dir = dir_;
-    core_ = std::make_unique<ag::Core>(cfg, std::make_unique<FixedDiscovery>(), std::make_unique<MemoryMesh>());
+    auto mesh = std::make_unique<MemoryMesh>();
+    mesh_ = mesh.get();
+    core_ = std::make_unique<ag::Core>(cfg, std::make_unique<FixedDiscovery>(), std::move(mesh));
     core_->set_token(ag::Token::from_secret(kToken));
     if (!core_->start().ok()) std::abort();
     api_ = std::make_unique<ag::Api>(*core_);
+    started_ = fingerprint();
+    started_mesh_ = mesh_text();
   }
 
   // One request, answered as the server answers it.
@@ -160,6 +180,30 @@ class ApiFixture {
   }
 
  private:
+  // What a request can change of a Core: the status generation, the applies
+  // and downs of its mesh, and each file of its directory (written whole
+  // into a new inode, or removed).
+  std::string fingerprint() const {
+    std::string f = std::to_string(core_->snapshot()->generation) + ' ' + std::to_string(mesh_->changes);
+    if (DIR* d = ::opendir(dir_.c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+        struct stat st {};
+        if (::stat((dir_ + "/" + e->d_name).c_str(), &st) != 0) continue;
+        f += ' ' + std::string(e->d_name) + ':' + std::to_string(st.st_ino) + ':' + std::to_string(st.st_size) + ':' +
+             std::to_string(st.st_mtim.tv_sec) + '.' + std::to_string(st.st_mtim.tv_nsec);
+      }
+      ::closedir(d);
+    }
+    return f;
+  }
+
+  std::string mesh_text() const {
+    ag::ApiResult r = core_->get_mesh();
+    const json* doc = std::get_if<json>(&r);
+    return doc ? doc->dump() : "failure: " + std::get<ag::ApiFailure>(r).code;
+  }
+
   static std::string_view sv(boost::beast::string_view v) { return {v.data(), v.size()}; }
 
   // Whether the client wrote the token's text anywhere but in Authorization:
@@ -200,6 +244,9 @@ class ApiFixture {
 
   std::string dir_;
   std::string state_;
+  std::string started_;       // fingerprint() of the Core as it started
+  std::string started_mesh_;  // and its GET /v1/mesh
+  MemoryMesh* mesh_ = nullptr;
   std::unique_ptr<ag::Core> core_;
   std::unique_ptr<ag::Api> api_;
 };

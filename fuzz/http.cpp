@@ -17,7 +17,7 @@ namespace http = boost::beast::http;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static fa_fuzz::ApiFixture fixture;
-  fixture.reset();
+  fixture.begin();
   boost::asio::const_buffer in(data, size);
   for (int n = 0; n < 8 && in.size() > 0; ++n) {
     http::request_parser<http::string_body> parser;
