@@ -2,9 +2,10 @@
 # The two commands a newcomer needs:
 #   make run    install what building and running need, build, run the agent
 #   make test   install the test and lab tools too, build the clang ASan/UBSan
-#               tree (tests, fuzz harnesses) and the plain product, run the unit
-#               and netns tests and a short run of each fuzz harness in the first,
-#               the lab and the packaging tests with the second
+#               tree (tests, fuzz harnesses) and run every test in it: the unit
+#               and netns tests and a short run of each fuzz harness under the
+#               sanitizers; the release packages, built in their Debian 11 root,
+#               and the lab and packaging tests on them
 #   make fuzz   a fuzzing campaign: every harness of fuzz/ for FUZZ_SECONDS (600) each,
 #               or FUZZ_RUNS executions (docs/reliability.md)
 #   make test-tsan  unit, netns and lab tests under ThreadSanitizer (not in CI:
@@ -20,14 +21,10 @@ TSAN_BUILD ?= build-tsan
 JOBS       ?= $(shell nproc)
 WERROR     ?= $(if $(CI),ON,OFF)
 CMAKE_ARGS ?=
-# Labels the sanitizer pass skips: the lab runs the plain binary in a VM;
-# packages are built in their Debian 11 root (scripts/package.sh).
-ASAN_EXCLUDE ?= lab|packaging
-PLAIN_LABELS ?= lab|packaging|plain
 # `make package PACKAGE_RELEASE=2` builds the next package revision.
 PACKAGE_RELEASE ?= 1
 
-.PHONY: killpoints soak all deps deps-test deps-fuzz build build-plain build-asan build-tsan build-fuzz run demo bench test test-fast test-tsan fuzz package clean format
+.PHONY: killpoints soak all deps deps-test deps-fuzz build build-asan build-tsan build-fuzz run demo bench test test-fast test-tsan fuzz package clean format
 
 all: build
 
@@ -50,10 +47,6 @@ $(ASAN_BUILD)/build.ninja: | deps-fuzz
 
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
-
-# The plain tree's part of `make test`.
-build-plain: deps $(BUILD)/build.ninja
-	cmake --build $(BUILD) -j $(JOBS) --target fa_plain
 
 build-asan: deps-fuzz $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
@@ -84,14 +77,13 @@ bench: build
 	@scripts/deps.sh --bench
 	bench/status ./$(BUILD)/agent/fabric-agent
 
-# The whole suite. The unit and netns tests run once, under AddressSanitizer
-# + UBSan, with each fuzz harness's smoke run; the plain tree builds only the
-# product and the tests labelled plain (target fa_plain), and runs the lab,
-# the packages and those.
-test: deps-test build-plain build-asan
-	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L '$(PLAIN_LABELS)'
+# The whole suite, in one tree: the unit and netns tests under AddressSanitizer
+# + UBSan, with each fuzz harness's smoke run; packaging:build compiles the
+# release in its Debian 11 root meanwhile (it starts first), and the lab and
+# the packaging tests run on what it made: the package providers install.
+test: deps-test build-asan
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -LE '$(ASAN_EXCLUDE)'
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
 
 # A campaign: each harness in turn (FUZZ_SECONDS each, 0 for no limit; or
 # until FUZZ_RUNS executions), growing the corpus in $(ASAN_BUILD)/fuzz/campaign;

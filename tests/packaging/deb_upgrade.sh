@@ -8,9 +8,12 @@
 # edited agent.yaml and the token, restarts the daemon, and the new binary
 # runs with neither of the old package's libraries installed (autoremove).
 #
-# The older package is made here from the plain build tree of this checkout
-# (BUILD_DIR, built on this Debian 12 machine) with cpack as such a package
-# was made, at revision 0; the release package is revision 1.
+# The older package is made here from the build tree of this checkout
+# (BUILD_DIR, built on this Debian 12 machine; in `make test` the sanitizer
+# tree) with cpack as such a package was made, at revision 0; the release
+# package is revision 1. What is upgraded is the package (its dependencies,
+# conffiles, scripts, the token): the older binary itself never runs here, so
+# a sanitizer tree's instrumented one stands in for it as well as any.
 #   deb_upgrade.sh SOURCE_DIR BUILD_DIR PACKAGES_DIR
 set -uo pipefail
 FA_TEST_NAME=packaging:deb-upgrade-from-debian12-build
